@@ -1,0 +1,29 @@
+"""Reproducing "Attention Is All You Need": data -> subword -> binarize (-> train -> decode -> score).
+
+Run `snakemake --cores all` for the embedded default (the toy corpus, CPU, minutes), or add
+`--configfile configs/<preset>.yaml`. The README lists every command.
+"""
+
+from snakemake.utils import min_version, validate
+
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+validate(config, "schemas/config.schema.yaml")
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/subword.smk"
+include: "rules/binarize.smk"
+
+
+rule all:
+    """Everything the config asks for: today, the binarized data of each dataset in `prepare`."""
+    default_target: True
+    input:
+        prepared_data_files(),

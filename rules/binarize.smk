@@ -1,0 +1,26 @@
+"""Stage binarize: token ids of every split as memmap-able .bin/.idx pairs."""
+
+
+rule binarize:
+    """Encode both sides of a cleaned split with the dataset's BPE model."""
+    input:
+        source_text="data/{dataset}/clean/{split}.{src}-{tgt}.{src}",
+        target_text="data/{dataset}/clean/{split}.{src}-{tgt}.{tgt}",
+        model="data/{dataset}/spm/bpe.model",
+    output:
+        multiext("data/{dataset}/bin/{split}.{src}-{tgt}.{src}", ".bin", ".idx"),
+        multiext("data/{dataset}/bin/{split}.{src}-{tgt}.{tgt}", ".bin", ".idx"),
+        record="data/{dataset}/bin/{split}.{src}-{tgt}.json",
+    params:
+        prefixes=lambda wildcards: [
+            f"data/{wildcards.dataset}/bin/{wildcards.split}.{wildcards.src}-{wildcards.tgt}.{lang}"
+            for lang in (wildcards.src, wildcards.tgt)
+        ],
+        code=code_version("binarize.py", "textio.py"),
+    threads: 4
+    log:
+        "logs/binarize/{dataset}/{split}.{src}-{tgt}.log",
+    benchmark:
+        "benchmarks/binarize/{dataset}/{split}.{src}-{tgt}.tsv"
+    script:
+        "../workflow_scripts/binarize.py"

@@ -1,0 +1,91 @@
+"""Helpers shared by the rules: config look-ups, file names, and code versions for rerun triggers."""
+
+import hashlib
+from pathlib import Path
+
+from aiayn.data.sources import is_url, local_files
+
+
+wildcard_constraints:
+    dataset=r"[A-Za-z0-9_]+",
+    split=r"[A-Za-z0-9_]+",
+    src=r"[a-z]{2,3}",
+    tgt=r"[a-z]{2,3}",
+    lang=r"[a-z]{2,3}",
+
+
+SRC_DIR = Path(workflow.basedir) / "src" / "aiayn"
+
+
+def code_version(*modules):
+    """Hash of the named src/aiayn modules, passed as a param so that editing them reruns the rule.
+
+    Snakemake's code trigger sees only the script file, not what it imports.
+    """
+    digest = hashlib.sha256()
+    for module in modules:
+        digest.update((SRC_DIR / module).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def dataset(name):
+    try:
+        return config["datasets"][name]
+    except KeyError:
+        raise ValueError(
+            f"dataset {name!r} is not defined under `datasets` in the config "
+            f"(defined: {sorted(config['datasets'])})"
+        ) from None
+
+
+def langs(name):
+    return dataset(name)["langs"]
+
+
+def pair(name):
+    return "{}-{}".format(*langs(name))
+
+
+def split_spec(wildcards):
+    """The config entry of a split, after checking the file name's language pair against it."""
+    spec = dataset(wildcards.dataset)
+    if [wildcards.src, wildcards.tgt] != spec["langs"]:
+        raise ValueError(
+            f"dataset {wildcards.dataset!r} translates {pair(wildcards.dataset)}, "
+            f"not {wildcards.src}-{wildcards.tgt}"
+        )
+    try:
+        return spec["splits"][wildcards.split]
+    except KeyError:
+        raise ValueError(
+            f"dataset {wildcards.dataset!r} has no split {wildcards.split!r} "
+            f"(splits: {sorted(spec['splits'])})"
+        ) from None
+
+
+def local_inputs(wildcards):
+    """Local files of a `local` split, so that Snakemake reruns the download when they change."""
+    spec = split_spec(wildcards)
+    if spec["source"] != "local":
+        return []
+    root = dataset(wildcards.dataset)["root"]
+    return [f for f in local_files(spec, langs(wildcards.dataset), root) if not is_url(f)]
+
+
+def split_files(stage, name, split, suffixes=("",)):
+    """data/{name}/{stage}/{split}.{src}-{tgt}.{lang}{suffix} for both languages."""
+    return [
+        f"data/{name}/{stage}/{split}.{pair(name)}.{lang}{suffix}"
+        for lang in langs(name)
+        for suffix in suffixes
+    ]
+
+
+def prepared_data_files():
+    """The BPE model and binarized splits of every dataset listed in `prepare`."""
+    files = []
+    for name in config.get("prepare", []):
+        files.append(f"data/{name}/spm/bpe.model")
+        for split in dataset(name)["splits"]:
+            files += split_files("bin", name, split, (".bin", ".idx"))
+    return files

@@ -1,0 +1,46 @@
+"""Stages download and clean: one split of one dataset per job, both languages together."""
+
+
+rule download:
+    """Fetch a split from its source (toy, local, hf, sacrebleu) into data/{dataset}/raw/."""
+    input:
+        local_inputs,
+    output:
+        source_text="data/{dataset}/raw/{split}.{src}-{tgt}.{src}",
+        target_text="data/{dataset}/raw/{split}.{src}-{tgt}.{tgt}",
+        record="data/{dataset}/raw/{split}.{src}-{tgt}.json",
+    params:
+        spec=split_spec,
+        root=lambda wildcards: dataset(wildcards.dataset)["root"],
+        code=code_version("data/sources.py", "data/toy.py", "textio.py"),
+    log:
+        "logs/download/{dataset}/{split}.{src}-{tgt}.log",
+    benchmark:
+        "benchmarks/download/{dataset}/{split}.{src}-{tgt}.tsv"
+    script:
+        "../workflow_scripts/download.py"
+
+
+def clean_settings(wildcards):
+    """Only the training split is filtered, so only its job depends on the clean settings."""
+    return dataset(wildcards.dataset)["clean"] if wildcards.split == "train" else {}
+
+
+rule clean:
+    """Filter and normalise the training split; check and pass through dev/test splits."""
+    input:
+        source_text="data/{dataset}/raw/{split}.{src}-{tgt}.{src}",
+        target_text="data/{dataset}/raw/{split}.{src}-{tgt}.{tgt}",
+        raw_record="data/{dataset}/raw/{split}.{src}-{tgt}.json",
+    output:
+        source_text="data/{dataset}/clean/{split}.{src}-{tgt}.{src}",
+        target_text="data/{dataset}/clean/{split}.{src}-{tgt}.{tgt}",
+        record="data/{dataset}/clean/{split}.{src}-{tgt}.json",
+    params:
+        train=lambda wildcards: wildcards.split == "train",
+        settings=clean_settings,
+        code=code_version("data/clean.py", "textio.py"),
+    log:
+        "logs/clean/{dataset}/{split}.{src}-{tgt}.log",
+    script:
+        "../workflow_scripts/clean.py"

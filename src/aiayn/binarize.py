@@ -1,0 +1,146 @@
+"""Token ids on disk: a flat `.bin` array of ids and an `.idx` of offsets, read through memmaps.
+
+Writing streams (encode a chunk of lines, append its ids and offsets), so memory stays flat
+however large the corpus. The `.idx` file is an 8-byte magic, a format version, the id dtype and
+the sentence count, then count + 1 int64 offsets into the `.bin` array. Sentences are stored
+without BOS/EOS: the model adds those.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from aiayn.errors import InputError
+from aiayn.textio import atomic_output, read_lines
+
+MAGIC = b"AIAYNIDX"
+VERSION = 1
+DTYPES = {1: np.uint16, 2: np.int32}
+HEADER = struct.Struct("<8sIBQ")  # magic, version, dtype code, number of sentences
+
+
+def dtype_for(vocab_size: int) -> tuple[int, type]:
+    code = 1 if vocab_size <= np.iinfo(np.uint16).max + 1 else 2
+    return code, DTYPES[code]
+
+
+def write_indexed(
+    prefix: str | os.PathLike, sentences: Iterable[list[int]], vocab_size: int
+) -> dict:
+    """Write `prefix.bin` and `prefix.idx` from an iterable of id lists, streaming both files."""
+    code, dtype = dtype_for(vocab_size)
+    prefix = Path(prefix)
+    count = tokens = longest = 0
+    with (
+        atomic_output(f"{prefix}.bin", "wb") as bin_out,
+        atomic_output(f"{prefix}.idx", "wb") as idx_out,
+    ):
+        idx_out.write(HEADER.pack(MAGIC, VERSION, code, 0))
+        idx_out.write(np.int64(0).tobytes())
+        for ids in sentences:
+            array = np.asarray(ids, dtype=dtype)
+            if array.size and int(array.max()) >= vocab_size:
+                raise ValueError(
+                    f"token id {int(array.max())} is outside the vocabulary ({vocab_size})"
+                )
+            bin_out.write(array.tobytes())
+            count += 1
+            tokens += array.size
+            longest = max(longest, array.size)
+            idx_out.write(np.int64(tokens).tobytes())
+        idx_out.seek(0)
+        idx_out.write(HEADER.pack(MAGIC, VERSION, code, count))
+    return {
+        "sentences": count,
+        "tokens": tokens,
+        "max_length": longest,
+        "dtype": np.dtype(dtype).name,
+    }
+
+
+class IndexedDataset:
+    """Random access to binarized sentences: `len`, `ds[i]` (a read-only id array), `lengths`."""
+
+    def __init__(self, prefix: str | os.PathLike):
+        self.prefix = Path(prefix)
+        idx_path, bin_path = Path(f"{prefix}.idx"), Path(f"{prefix}.bin")
+        for path in (idx_path, bin_path):
+            if not path.exists():
+                raise InputError(f"{path}: missing (run the binarize stage for this split)")
+        with open(idx_path, "rb") as handle:
+            header = handle.read(HEADER.size)
+        if len(header) < HEADER.size:
+            raise InputError(f"{idx_path}: truncated index (rerun the binarize stage)")
+        magic, version, code, count = HEADER.unpack(header)
+        if magic != MAGIC or version != VERSION or code not in DTYPES:
+            raise InputError(f"{idx_path}: not an index of format {MAGIC.decode()} v{VERSION}")
+        expected = HEADER.size + 8 * (count + 1)
+        if idx_path.stat().st_size != expected:
+            raise InputError(
+                f"{idx_path}: {idx_path.stat().st_size} bytes, expected {expected} (truncated?)"
+            )
+        self.dtype = np.dtype(DTYPES[code])
+        self.offsets = np.memmap(
+            idx_path, dtype=np.int64, mode="r", offset=HEADER.size, shape=(count + 1,)
+        )
+        n_tokens = int(self.offsets[-1])
+        if bin_path.stat().st_size != n_tokens * self.dtype.itemsize:
+            raise InputError(
+                f"{bin_path}: size does not match its index {idx_path} (rerun binarize)"
+            )
+        # np.memmap refuses empty files; an all-empty split is legal.
+        self.tokens = (
+            np.memmap(bin_path, dtype=self.dtype, mode="r") if n_tokens else np.empty(0, self.dtype)
+        )
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"sentence {index} out of range for {len(self)} sentences")
+        index %= len(self)
+        return self.tokens[self.offsets[index] : self.offsets[index + 1]]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        for index in range(len(self)):
+            yield self[index]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Length of every sentence in tokens (int64), for length-bucketed batching."""
+        return np.diff(self.offsets)
+
+
+def encode_lines(processor, lines: Iterable[str], chunk_size: int = 10_000,
+                 threads: int = 1) -> Iterator[list[int]]:  # fmt: skip
+    """Encode with sentencepiece in chunks (each chunk in parallel threads), in input order."""
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == chunk_size:
+            yield from processor.encode(chunk, num_threads=threads)
+            chunk = []
+    if chunk:
+        yield from processor.encode(chunk, num_threads=threads)
+
+
+def binarize_file(processor, text_path: str, prefix: str | os.PathLike, threads: int = 1) -> dict:
+    """Encode one side of one split into `prefix.{bin,idx}` and return its statistics."""
+    unk = processor.unk_id()
+    unknown = 0
+
+    def counted(ids_iter):
+        nonlocal unknown
+        for ids in ids_iter:
+            unknown += ids.count(unk)
+            yield ids
+
+    ids = counted(encode_lines(processor, read_lines(text_path), threads=threads))
+    stats = write_indexed(prefix, ids, processor.get_piece_size())
+    return {**stats, "unknown_tokens": unknown}

@@ -1,0 +1,1 @@
+"""Data stages: sources (download), cleaning, and the toy corpus generator."""

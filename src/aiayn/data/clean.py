@@ -1,0 +1,101 @@
+"""Cleaning: filter and normalise training pairs; pass evaluation splits through untouched.
+
+Training pairs are normalised (Unicode NFC, whitespace runs to one space, trimmed) and dropped,
+in this order of reasons, when a side is empty, when a side has more than `max_tokens`
+whitespace tokens, or when one side has more than `max_ratio` times the tokens of the other
+(as Moses' clean-corpus-n does). Dev and test splits keep every line and every character: only
+a BOM and CRLF line endings, which are encoding and not text, are removed.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import asdict, dataclass
+
+from aiayn.errors import InputError
+from aiayn.logs import progress
+from aiayn.textio import LineStats, atomic_output, count_lines, read_lines
+
+REASONS = ("empty", "too_long", "length_ratio")
+
+
+@dataclass(frozen=True)
+class CleanSettings:
+    max_tokens: int = 250
+    max_ratio: float = 1.5
+
+
+def normalize(line: str) -> str:
+    return unicodedata.normalize("NFC", " ".join(line.split()))
+
+
+def drop_reason(source: str, target: str, settings: CleanSettings) -> str | None:
+    """Why a (normalised) training pair is dropped, or None to keep it."""
+    n_source, n_target = len(source.split()), len(target.split())
+    if n_source == 0 or n_target == 0:
+        return "empty"
+    if max(n_source, n_target) > settings.max_tokens:
+        return "too_long"
+    if max(n_source / n_target, n_target / n_source) > settings.max_ratio:
+        return "length_ratio"
+    return None
+
+
+def check_parallel(paths: tuple[str, str]) -> int:
+    """Both sides exist, are non-empty and have the same number of lines; return that number."""
+    counts = [count_lines(path) for path in paths]
+    for path, count in zip(paths, counts, strict=True):
+        if count == 0:
+            raise InputError(f"{path} is empty: a split needs at least one sentence pair.")
+    if counts[0] != counts[1]:
+        shorter = 0 if counts[0] < counts[1] else 1
+        raise InputError(
+            f"{paths[0]} has {counts[0]} lines but {paths[1]} has {counts[1]}: the two sides of a "
+            f"parallel corpus must align line by line. Line {counts[shorter] + 1} of "
+            f"{paths[1 - shorter]} has no counterpart in {paths[shorter]}; find where the files "
+            "went out of step (a missing line or an embedded newline) and fix the input."
+        )
+    return counts[0]
+
+
+def clean_split(inputs: tuple[str, str], outputs: tuple[str, str], train: bool,
+                settings: CleanSettings) -> dict:  # fmt: skip
+    """Write the cleaned split and return its statistics (the stage's JSON record)."""
+    total = check_parallel(inputs)
+    line_stats = (LineStats(), LineStats())
+    dropped = dict.fromkeys(REASONS, 0)
+    normalized = kept = empty_kept = 0
+    pairs = zip(
+        *(read_lines(path, stats) for path, stats in zip(inputs, line_stats, strict=True)),
+        strict=True,
+    )
+    with atomic_output(outputs[0]) as src_out, atomic_output(outputs[1]) as tgt_out:
+        for source, target in progress(pairs, total=total, desc="clean", unit=" pairs"):
+            if train:
+                clean_source, clean_target = normalize(source), normalize(target)
+                normalized += (clean_source, clean_target) != (source, target)
+                reason = drop_reason(clean_source, clean_target, settings)
+                if reason is not None:
+                    dropped[reason] += 1
+                    continue
+                source, target = clean_source, clean_target
+            else:
+                empty_kept += not source.strip() or not target.strip()
+            src_out.write(source + "\n")
+            tgt_out.write(target + "\n")
+            kept += 1
+    record = {
+        "role": "train" if train else "evaluation (kept verbatim)",
+        "input_pairs": total,
+        "kept_pairs": kept,
+        "dropped": dropped if train else dict.fromkeys(REASONS, 0),
+        "normalized_pairs": normalized,
+        "empty_pairs_kept": empty_kept,
+        "encoding": {
+            path: {k: v for k, v in asdict(s).items() if k != "extra"}
+            for path, s in zip(inputs, line_stats, strict=True)
+        },  # fmt: skip
+    }
+    if train:
+        record["settings"] = asdict(settings)
+    return record

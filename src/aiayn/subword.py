@@ -1,0 +1,88 @@
+"""Subword vocabulary: one sentencepiece BPE model shared by source and target, as in the paper.
+
+Normalisation is `identity` by default, not sentencepiece's NFKC: the clean stage already applies
+NFC to training text, and NFKC would rewrite characters that the references contain (… to ...,
+non-breaking spaces, full-width forms), so detokenized output could never match them. Byte
+fallback keeps characters unseen in training encodable, so decode(encode(x)) == x.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import sentencepiece as spm
+
+from aiayn.errors import InputError
+
+log = logging.getLogger(__name__)
+
+# Fixed ids, so that binarized arrays, the model and the decoder agree without asking each other.
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class SubwordSettings:
+    vocab_size: int = 37000
+    input_sentence_size: int = 10_000_000
+    character_coverage: float = 1.0
+    normalization_rule_name: str = "identity"
+    byte_fallback: bool = True
+    seed: int = 1
+
+
+def train_bpe(
+    inputs: list[str], model_path: str, settings: SubwordSettings, threads: int = 1
+) -> dict:
+    """Train the shared BPE model on a shuffled sample of both training sides.
+
+    Writes `model_path` (.model) and the matching .vocab beside it, each by rename, so an
+    interrupted run leaves no model that looks complete.
+    """
+    model_path = Path(model_path)
+    if model_path.suffix != ".model":
+        raise ValueError(f"sentencepiece model path must end in .model: {model_path}")
+    model_path.parent.mkdir(parents=True, exist_ok=True)
+    prefix = model_path.with_name(f".{model_path.stem}.tmp{os.getpid()}")
+    spm.set_random_generator_seed(settings.seed)
+    try:
+        spm.SentencePieceTrainer.train(
+            input=inputs,
+            model_prefix=str(prefix),
+            model_type="bpe",
+            vocab_size=settings.vocab_size,
+            character_coverage=settings.character_coverage,
+            input_sentence_size=settings.input_sentence_size,
+            shuffle_input_sentence=True,
+            normalization_rule_name=settings.normalization_rule_name,
+            byte_fallback=settings.byte_fallback,
+            num_threads=max(1, threads),
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            minloglevel=1,
+        )
+    except RuntimeError as err:
+        for suffix in (".model", ".vocab"):
+            Path(f"{prefix}{suffix}").unlink(missing_ok=True)
+        if "Vocabulary size" in str(err):
+            raise InputError(
+                f"sentencepiece cannot build {settings.vocab_size} pieces from {inputs}: {err}. "
+                "Lower `subword.vocab_size` for this dataset."
+            ) from None
+        raise
+    os.replace(f"{prefix}.vocab", model_path.with_suffix(".vocab"))
+    os.replace(f"{prefix}.model", model_path)
+    processor = load(model_path)
+    return {"vocab_size": processor.get_piece_size(), "inputs": inputs, **asdict(settings)}
+
+
+def load(model_path: str | os.PathLike) -> spm.SentencePieceProcessor:
+    if not os.path.exists(model_path):
+        raise InputError(
+            f"{model_path}: no sentencepiece model there (run the subword stage first)"
+        )
+    return spm.SentencePieceProcessor(model_file=str(model_path))

@@ -1,0 +1,112 @@
+"""Reading and writing one-sentence-per-line corpora strictly, and writing outputs atomically.
+
+Lines are split on b"\\n" only (never on U+2028, U+0085 or a lone CR, which are text), a UTF-8 BOM
+on the first line and a CR before the newline are encoding artefacts and are removed, and invalid
+UTF-8 stops with the file and line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiayn.errors import InputError
+
+BOM = b"\xef\xbb\xbf"
+
+
+@dataclass
+class LineStats:
+    """What reading a file found besides the text: reported in the stage's JSON."""
+
+    lines: int = 0
+    bom: bool = False
+    crlf_lines: int = 0
+    missing_final_newline: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+def open_binary(path: str | os.PathLike):
+    """Open a plain or gzip-compressed file for binary reading (chosen by the .gz suffix)."""
+    path = str(path)
+    if path.endswith(".gz"):
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def read_lines(path: str | os.PathLike, stats: LineStats | None = None) -> Iterator[str]:
+    """Yield the lines of a UTF-8 text file without their line endings."""
+    stats = stats if stats is not None else LineStats()
+    with open_binary(path) as handle:
+        for number, raw in enumerate(handle, start=1):
+            if number == 1 and raw.startswith(BOM):
+                raw = raw[len(BOM) :]
+                stats.bom = True
+            if raw.endswith(b"\n"):
+                raw = raw[:-1]
+            else:
+                stats.missing_final_newline = True
+            if raw.endswith(b"\r"):
+                raw = raw[:-1]
+                stats.crlf_lines += 1
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise InputError(
+                    f"{path}, line {number}: invalid UTF-8 (byte 0x{raw[err.start]:02x} at byte "
+                    f"offset {err.start} of the line). Re-encode the file as UTF-8, e.g. "
+                    f"`iconv -f latin1 -t utf-8 {path}` if it is Latin-1, or remove that line."
+                ) from None
+            stats.lines = number
+            yield text
+
+
+def count_lines(path: str | os.PathLike) -> int:
+    """Number of lines as read_lines counts them (a last line without a newline counts)."""
+    return sum(1 for _ in read_lines(path))
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike, mode: str = "w"):
+    """Write to a temporary file beside `path` and rename it into place only on success.
+
+    A crash or an exception leaves no half-written file that looks complete.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        kwargs = {"encoding": "utf-8", "newline": "\n"} if "b" not in mode else {}
+        with open(tmp, mode, **kwargs) as handle:
+            yield handle
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_lines(path: str | os.PathLike, lines) -> int:
+    """Write lines (without newlines) atomically; returns how many were written."""
+    count = 0
+    with atomic_output(path) as handle:
+        for line in lines:
+            handle.write(line)
+            handle.write("\n")
+            count += 1
+    return count
+
+
+def write_json(path: str | os.PathLike, record: dict) -> None:
+    """A stage's JSON record, written atomically."""
+    import json
+
+    with atomic_output(path) as handle:
+        json.dump(record, handle, indent=2, ensure_ascii=False)
+        handle.write("\n")

@@ -1,0 +1,23 @@
+"""Rule binarize: encode both sides of one split into .bin/.idx token arrays."""
+
+from aiayn.binarize import binarize_file
+from aiayn.logs import run_stage
+from aiayn.subword import load
+from aiayn.textio import write_json
+
+
+def main():
+    processor = load(snakemake.input.model)
+    texts = (snakemake.input.source_text, snakemake.input.target_text)
+    record = {"dataset": snakemake.wildcards.dataset, "split": snakemake.wildcards.split}
+    for lang, text, prefix in zip(
+        (snakemake.wildcards.src, snakemake.wildcards.tgt),
+        texts,
+        snakemake.params.prefixes,
+        strict=True,
+    ):
+        record[lang] = binarize_file(processor, text, prefix, threads=snakemake.threads)
+    write_json(snakemake.output.record, record)
+
+
+run_stage(main, snakemake.log[0])
