@@ -6,7 +6,6 @@ Run `snakemake --cores all` for the embedded default (the toy corpus, CPU, minut
 
 from snakemake.utils import min_version, validate
 
-
 min_version("9.0")
 
 

@@ -11,16 +11,18 @@ rule binarize:
         multiext("data/{dataset}/bin/{split}.{src}-{tgt}.{src}", ".bin", ".idx"),
         multiext("data/{dataset}/bin/{split}.{src}-{tgt}.{tgt}", ".bin", ".idx"),
         record="data/{dataset}/bin/{split}.{src}-{tgt}.json",
+    log:
+        "logs/binarize/{dataset}/{split}.{src}-{tgt}.log",
+    benchmark:
+        "benchmarks/binarize/{dataset}/{split}.{src}-{tgt}.tsv"
+    conda:
+        "envs/aiayn.yaml"
+    threads: 4
     params:
         prefixes=lambda wildcards: [
             f"data/{wildcards.dataset}/bin/{wildcards.split}.{wildcards.src}-{wildcards.tgt}.{lang}"
             for lang in (wildcards.src, wildcards.tgt)
         ],
         code=code_version("binarize.py", "textio.py"),
-    threads: 4
-    log:
-        "logs/binarize/{dataset}/{split}.{src}-{tgt}.log",
-    benchmark:
-        "benchmarks/binarize/{dataset}/{split}.{src}-{tgt}.tsv"
     script:
         "../workflow_scripts/binarize.py"

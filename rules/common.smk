@@ -1,9 +1,17 @@
 """Helpers shared by the rules: config look-ups, file names, and code versions for rerun triggers."""
 
 import hashlib
+import sys
 from pathlib import Path
 
+SRC_DIR = Path(workflow.basedir) / "src" / "aiayn"
+# The Snakefile itself imports the package from this checkout, installed or not.
+sys.path.insert(0, str(SRC_DIR.parent))
+
 from aiayn.data.sources import is_url, local_files
+from aiayn.workflow import use_this_checkout
+
+use_this_checkout(SRC_DIR.parent)
 
 
 wildcard_constraints:
@@ -12,9 +20,6 @@ wildcard_constraints:
     src=r"[a-z]{2,3}",
     tgt=r"[a-z]{2,3}",
     lang=r"[a-z]{2,3}",
-
-
-SRC_DIR = Path(workflow.basedir) / "src" / "aiayn"
 
 
 def code_version(*modules):
@@ -69,7 +74,9 @@ def local_inputs(wildcards):
     if spec["source"] != "local":
         return []
     root = dataset(wildcards.dataset)["root"]
-    return [f for f in local_files(spec, langs(wildcards.dataset), root) if not is_url(f)]
+    return [
+        f for f in local_files(spec, langs(wildcards.dataset), root) if not is_url(f)
+    ]
 
 
 def split_files(stage, name, split, suffixes=("",)):
@@ -89,3 +96,8 @@ def prepared_data_files():
         for split in dataset(name)["splits"]:
             files += split_files("bin", name, split, (".bin", ".idx"))
     return files
+
+
+def clean_settings(wildcards):
+    """Only the training split is filtered, so only its job depends on the clean settings."""
+    return dataset(wildcards.dataset)["clean"] if wildcards.split == "train" else {}

@@ -9,21 +9,18 @@ rule download:
         source_text="data/{dataset}/raw/{split}.{src}-{tgt}.{src}",
         target_text="data/{dataset}/raw/{split}.{src}-{tgt}.{tgt}",
         record="data/{dataset}/raw/{split}.{src}-{tgt}.json",
-    params:
-        spec=split_spec,
-        root=lambda wildcards: dataset(wildcards.dataset)["root"],
-        code=code_version("data/sources.py", "data/toy.py", "textio.py"),
     log:
         "logs/download/{dataset}/{split}.{src}-{tgt}.log",
     benchmark:
         "benchmarks/download/{dataset}/{split}.{src}-{tgt}.tsv"
+    conda:
+        "envs/aiayn.yaml"
+    params:
+        spec=split_spec,
+        root=lambda wildcards: dataset(wildcards.dataset)["root"],
+        code=code_version("data/sources.py", "data/toy.py", "textio.py"),
     script:
         "../workflow_scripts/download.py"
-
-
-def clean_settings(wildcards):
-    """Only the training split is filtered, so only its job depends on the clean settings."""
-    return dataset(wildcards.dataset)["clean"] if wildcards.split == "train" else {}
 
 
 rule clean:
@@ -36,11 +33,13 @@ rule clean:
         source_text="data/{dataset}/clean/{split}.{src}-{tgt}.{src}",
         target_text="data/{dataset}/clean/{split}.{src}-{tgt}.{tgt}",
         record="data/{dataset}/clean/{split}.{src}-{tgt}.json",
+    log:
+        "logs/clean/{dataset}/{split}.{src}-{tgt}.log",
+    conda:
+        "envs/aiayn.yaml"
     params:
         train=lambda wildcards: wildcards.split == "train",
         settings=clean_settings,
         code=code_version("data/clean.py", "textio.py"),
-    log:
-        "logs/clean/{dataset}/{split}.{src}-{tgt}.log",
     script:
         "../workflow_scripts/clean.py"

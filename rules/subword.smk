@@ -9,13 +9,15 @@ rule subword:
         model="data/{dataset}/spm/bpe.model",
         vocab="data/{dataset}/spm/bpe.vocab",
         record="data/{dataset}/spm/bpe.json",
-    params:
-        settings=lambda wildcards: dataset(wildcards.dataset)["subword"],
-        code=code_version("subword.py"),
-    threads: 8
     log:
         "logs/subword/{dataset}.log",
     benchmark:
         "benchmarks/subword/{dataset}.tsv"
+    conda:
+        "envs/aiayn.yaml"
+    threads: 8
+    params:
+        settings=lambda wildcards: dataset(wildcards.dataset)["subword"],
+        code=code_version("subword.py"),
     script:
         "../workflow_scripts/subword.py"
