@@ -1,9 +1,8 @@
 """Rule binarize: encode both sides of one split into .bin/.idx token arrays."""
 
 from aiayn.binarize import binarize_file
-from aiayn.logs import run_stage
+from aiayn.logs import run_stage, save_record
 from aiayn.subword import load
-from aiayn.textio import write_json
 
 
 def main():
@@ -17,7 +16,7 @@ def main():
         strict=True,
     ):
         record[lang] = binarize_file(processor, text, prefix, threads=snakemake.threads)
-    write_json(snakemake.output.record, record)
+    save_record(snakemake.output.record, record)
 
 
 run_stage(main, snakemake.log[0])

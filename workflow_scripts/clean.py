@@ -4,8 +4,7 @@ import json
 
 from aiayn.data.clean import CleanSettings, clean_split
 from aiayn.errors import InputError
-from aiayn.logs import run_stage
-from aiayn.textio import write_json
+from aiayn.logs import run_stage, save_record
 
 
 def main():
@@ -20,7 +19,7 @@ def main():
         where = origin.get("files") or origin.get("source")
         raise InputError(f"{err} [the raw files were fetched from: {where}]") from None
     record = {"dataset": snakemake.wildcards.dataset, "split": snakemake.wildcards.split, **record}
-    write_json(snakemake.output.record, record)
+    save_record(snakemake.output.record, record)
 
 
 run_stage(main, snakemake.log[0])

@@ -1,8 +1,7 @@
 """Rule download: fetch one split of one dataset from its configured source."""
 
 from aiayn.data.sources import fetch
-from aiayn.logs import run_stage
-from aiayn.textio import write_json
+from aiayn.logs import run_stage, save_record
 
 
 def main():
@@ -14,7 +13,7 @@ def main():
         split=wildcards.split,
         root=snakemake.params.root,
     )
-    write_json(
+    save_record(
         snakemake.output.record, {"dataset": wildcards.dataset, "split": wildcards.split, **record}
     )
 

@@ -1,14 +1,16 @@
 """Rule subword: train the dataset's shared sentencepiece BPE model."""
 
-from aiayn.logs import run_stage
+from aiayn.logs import native_stderr_to, run_stage, save_record
 from aiayn.subword import SubwordSettings, train_bpe
-from aiayn.textio import write_json
 
 
 def main():
     settings = SubwordSettings(**snakemake.params.settings)
-    record = train_bpe(list(snakemake.input), snakemake.output.model, settings, snakemake.threads)
-    write_json(snakemake.output.record, {"dataset": snakemake.wildcards.dataset, **record})
+    with native_stderr_to(snakemake.log[0]):  # sentencepiece's own progress report
+        record = train_bpe(
+            list(snakemake.input), snakemake.output.model, settings, snakemake.threads
+        )
+    save_record(snakemake.output.record, {"dataset": snakemake.wildcards.dataset, **record})
 
 
 run_stage(main, snakemake.log[0])

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
 import sys
 
 from tqdm import tqdm
@@ -45,3 +48,29 @@ def run_stage(main, logfile: str | None = None) -> None:
     except InputError as err:
         log.error("%s", err)
         sys.exit(1)
+
+
+def save_record(path: str, record: dict) -> None:
+    """Write a stage's JSON record and log it, so the log says what the stage did."""
+    from aiayn.textio import write_json
+
+    write_json(path, record)
+    logging.getLogger("aiayn").info("%s: %s", path, json.dumps(record, ensure_ascii=False))
+
+
+@contextlib.contextmanager
+def native_stderr_to(logfile: str | None):
+    """Send what C/C++ libraries (sentencepiece) print on stderr to the log file, then restore."""
+    if not logfile:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(logfile, "ab") as target:
+        os.dup2(target.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)

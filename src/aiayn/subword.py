@@ -47,6 +47,7 @@ def train_bpe(
     model_path.parent.mkdir(parents=True, exist_ok=True)
     prefix = model_path.with_name(f".{model_path.stem}.tmp{os.getpid()}")
     spm.set_random_generator_seed(settings.seed)
+    log.info("training %d-piece BPE on %s", settings.vocab_size, inputs)
     try:
         spm.SentencePieceTrainer.train(
             input=inputs,
@@ -63,7 +64,7 @@ def train_bpe(
             unk_id=UNK_ID,
             bos_id=BOS_ID,
             eos_id=EOS_ID,
-            minloglevel=1,
+            minloglevel=0,
         )
     except RuntimeError as err:
         for suffix in (".model", ".vocab"):

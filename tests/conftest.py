@@ -1,0 +1,106 @@
+"""Shared fixtures: the real corpora in ../shared/data, and a scratch copy of the workflow."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("AIAYN_SHARED_DATA", PROJECT.parent / "shared" / "data"))
+WORKFLOW_FILES = [
+    "Snakefile",
+    "config.yaml",
+    "rules",
+    "workflow_scripts",
+    "src",
+    "schemas",
+    "configs",
+]
+
+
+def shared(*parts: str) -> Path:
+    """A file under ../shared/data, or skip the test with the reason when it is not there."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(
+            f"needs the real corpora: {path} is missing (../shared/data beside the checkout)"
+        )
+    return path
+
+
+@pytest.fixture
+def project_copy(tmp_path: Path) -> Path:
+    """A copy of the workflow (no data, no .snakemake) to run snakemake in for real."""
+    root = tmp_path / "project"
+    root.mkdir()
+    for name in WORKFLOW_FILES:
+        source = PROJECT / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, root / name)
+    return root
+
+
+def run_snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None):
+    """Run the real snakemake CLI in `workdir`; on unexpected failure show its output."""
+    command = [sys.executable, "-m", "snakemake", "--cores", "2", *args]
+    result = subprocess.run(
+        command, cwd=workdir, capture_output=True, text=True, env={**os.environ, **(env or {})}
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
+    return result
+
+
+def wrap_sgml(lines: list[str], path: Path) -> None:
+    """Plain lines as WMT's fake SGML, the format sacrebleu extracts its test sets from."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = "".join(f'<seg id="{i}">{line}</seg>\n' for i, line in enumerate(lines, start=1))
+    path.write_text(f'<srcset setid="x">\n<doc docid="d">\n{body}</doc>\n</srcset>\n', "utf-8")
+
+
+def stage_sacrebleu_cache(cache: Path) -> Path:
+    """Lay out ../shared/data as sacrebleu's cache ($SACREBLEU) holds downloaded test sets.
+
+    sacrebleu downloads a tarball only when it is missing, so with a tarball in place it runs
+    its real extraction (SGML -> text) on these files: wmt14/full from the original WMT SGML,
+    wmt14 (filtered) and wmt13 from the plain-text copies wrapped as SGML.
+    """
+    import tarfile
+
+    newstest = shared("wmt14_newstest")
+    full = cache / "wmt14" / "full" / "raw"
+    for name in (
+        "newstest2014-deen-src.en.sgm",
+        "newstest2014-deen-ref.de.sgm",
+        "newstest2014-fren-src.en.sgm",
+        "newstest2014-fren-ref.fr.sgm",
+    ):
+        (full / "test-full").mkdir(parents=True, exist_ok=True)
+        shutil.copy(newstest / "sgm" / name, full / "test-full" / name)
+    filtered = cache / "wmt14" / "raw" / "test"
+    for lang, role in (("en", "src"), ("de", "ref")):
+        lines = (newstest / "filtered" / "derived" / f"newstest2014-filtered.{lang}").read_text(
+            "utf-8"
+        )
+        wrap_sgml(lines.splitlines(), filtered / f"newstest2014-deen-{role}.{lang}.sgm")
+    wmt13 = cache / "wmt13" / "raw" / "test"
+    for lang in ("en", "de"):
+        lines = (newstest / "dev" / f"newstest2013.{lang}").read_text("utf-8").splitlines()
+        wrap_sgml(lines, wmt13 / f"newstest2013-src.{lang}.sgm")
+    for raw, tarball, folder in (
+        (full, "wmt14_full.test-full.tgz", "test-full"),
+        (filtered.parent, "wmt14.test-filtered.tgz", "test"),
+        (wmt13.parent, "wmt13.test.tgz", "test"),
+    ):
+        with tarfile.open(raw / tarball, "w:gz") as tar:
+            tar.add(raw / folder, arcname=folder)
+    return cache

@@ -1,0 +1,112 @@
+"""The config schema: presets validate, typos are named, defaults agree with the code."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import tomllib
+
+import pytest
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from aiayn.data.clean import CleanSettings
+from aiayn.subword import SubwordSettings
+from tests.conftest import PROJECT, run_snakemake
+
+SCHEMA = str(PROJECT / "schemas" / "config.schema.yaml")
+
+
+def load(name):
+    return yaml.safe_load((PROJECT / name).read_text())
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "config.yaml",
+        "configs/wmt14_en_de.yaml",
+        "configs/wmt14_en_fr.yaml",
+        "configs/multi30k.yaml",
+    ],
+)
+def test_presets_validate(name):
+    config = load(name)
+    validate(config, SCHEMA)
+    for name, dataset in config["datasets"].items():
+        assert name in config["prepare"] and "train" in dataset["splits"]
+
+
+def test_defaults_are_filled_and_agree_with_the_code():
+    config = load("config.yaml")
+    del config["datasets"]["toy"]["clean"]
+    config["datasets"]["toy"]["subword"] = {}
+    validate(config, SCHEMA)
+    toy = config["datasets"]["toy"]
+    assert toy["clean"] == dataclasses.asdict(CleanSettings())
+    assert toy["subword"] == dataclasses.asdict(SubwordSettings())
+    assert toy["root"] is None and toy["splits"]["train"]["seed"] == 1
+
+
+def test_source_specific_defaults_apply_to_their_source_only():
+    config = load("configs/wmt14_en_de.yaml")
+    validate(config, SCHEMA)
+    splits = config["datasets"]["wmt14_en_de"]["splits"]
+    assert splits["train"]["streaming"] is True and splits["train"]["field"] == "translation"
+    assert "streaming" not in splits["newstest2013"] and splits["newstest2013"]["langpair"] is None
+
+
+@pytest.mark.parametrize(
+    ("path", "bad_key"),
+    [
+        (("datasets", "toy", "clean"), "max_tokns"),
+        (("datasets", "toy", "splits", "train"), "sise"),
+        (("datasets", "toy"), "vocab_size"),
+        ((), "datasetz"),
+    ],
+)
+def test_a_typo_is_an_error_that_names_the_key(path, bad_key):
+    config = copy.deepcopy(load("config.yaml"))
+    node = config
+    for key in path:
+        node = node[key]
+    node[bad_key] = 1
+    with pytest.raises(WorkflowError) as err:
+        validate(config, SCHEMA)
+    message = str(err.value)
+    assert f"'{bad_key}' was unexpected" in message
+    assert "On instance" + "".join(f"[{key!r}]" for key in path) + ":" in message
+
+
+def test_wrong_types_and_missing_keys_are_errors():
+    config = load("config.yaml")
+    config["datasets"]["toy"]["splits"]["train"]["size"] = "many"
+    with pytest.raises(WorkflowError, match="not of type 'integer'"):
+        validate(config, SCHEMA)
+    config = load("config.yaml")
+    del config["datasets"]["toy"]["splits"]["train"]
+    with pytest.raises(WorkflowError, match="'train' is a required property"):
+        validate(config, SCHEMA)
+
+
+def test_snakemake_cli_reports_a_typo_by_name(project_copy):
+    config = (project_copy / "config.yaml").read_text()
+    (project_copy / "config.yaml").write_text(config.replace("max_ratio:", "max_raito:"))
+    result = run_snakemake(project_copy, "-n", check=False)
+    assert result.returncode != 0
+    assert "'max_raito' was unexpected" in result.stdout + result.stderr
+
+
+def test_unknown_dataset_in_prepare_is_named(project_copy):
+    result = run_snakemake(project_copy, "-n", "--config", "prepare=[toyy]", check=False)
+    assert result.returncode != 0
+    assert "dataset 'toyy' is not defined under `datasets`" in result.stdout + result.stderr
+
+
+def test_conda_environment_pins_match_pyproject():
+    pyproject = tomllib.loads((PROJECT / "pyproject.toml").read_text())
+    env = yaml.safe_load((PROJECT / "rules" / "envs" / "aiayn.yaml").read_text())
+    pip = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict))
+    assert pip == pyproject["project"]["dependencies"]
+    assert all("==" in requirement for requirement in pip)

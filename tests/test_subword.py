@@ -1,0 +1,74 @@
+"""Shared sentencepiece BPE: real training, lossless round trip on real newstest2014 lines."""
+
+from __future__ import annotations
+
+import pytest
+
+from aiayn.errors import InputError
+from aiayn.subword import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SubwordSettings, load, train_bpe
+from tests.conftest import shared
+
+
+@pytest.fixture(scope="module")
+def newstest_model(tmp_path_factory):
+    """BPE trained on newstest2013 (both sides), the paper's dev set."""
+    dev = shared("wmt14_newstest", "dev")
+    model = tmp_path_factory.mktemp("spm") / "bpe.model"
+    record = train_bpe(
+        [str(dev / "newstest2013.en"), str(dev / "newstest2013.de")],
+        str(model),
+        SubwordSettings(vocab_size=4000, input_sentence_size=4000),
+        threads=2,
+    )
+    return model, record
+
+
+def test_round_trip_is_lossless_on_real_newstest2014(newstest_model):
+    processor = load(newstest_model[0])
+    full = shared("wmt14_newstest", "full")
+    for name in ("newstest2014.en-de.en", "newstest2014.en-de.de"):
+        lines = (full / name).read_text("utf-8").splitlines()
+        decoded = processor.decode(processor.encode(lines))
+        mismatches = [(a, b) for a, b in zip(lines, decoded, strict=True) if a != b]
+        assert not mismatches, mismatches[:3]
+        assert UNK_ID not in {i for ids in processor.encode(lines) for i in ids}
+
+
+def test_one_vocabulary_for_both_languages_with_fixed_special_ids(newstest_model):
+    processor = load(newstest_model[0])
+    assert newstest_model[1]["vocab_size"] == processor.get_piece_size() == 4000
+    assert (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id()) == (
+        PAD_ID,
+        UNK_ID,
+        BOS_ID,
+        EOS_ID,
+    )
+    for word in ("▁the", "▁die", "▁und", "▁and"):
+        assert processor.piece_to_id(word) != UNK_ID
+
+
+def test_training_is_deterministic(tmp_path, newstest_model):
+    dev = shared("wmt14_newstest", "dev")
+    again = tmp_path / "again.model"
+    train_bpe(
+        [str(dev / "newstest2013.en"), str(dev / "newstest2013.de")],
+        str(again),
+        SubwordSettings(vocab_size=4000, input_sentence_size=4000),
+        threads=2,
+    )
+    first, second = load(newstest_model[0]), load(again)
+    pieces = [
+        [(p.id_to_piece(i), p.get_score(i)) for i in range(p.get_piece_size())]
+        for p in (first, second)
+    ]
+    assert pieces[0] == pieces[1]
+
+
+def test_impossible_vocabulary_size_is_a_clear_error_and_leaves_nothing(tmp_path):
+    text = tmp_path / "tiny.txt"
+    text.write_text("a b c\nb c a\n", encoding="utf-8")
+    with pytest.raises(InputError, match="Lower `subword.vocab_size`"):
+        train_bpe(
+            [str(text)], str(tmp_path / "spm" / "bpe.model"), SubwordSettings(vocab_size=5000)
+        )
+    assert not any((tmp_path / "spm").iterdir())

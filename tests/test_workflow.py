@@ -1,0 +1,217 @@
+"""The data stages through the real snakemake CLI: outputs, rerun granularity, failures, presets."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from aiayn.binarize import IndexedDataset
+from aiayn.subword import load
+from tests.conftest import run_snakemake, shared, stage_sacrebleu_cache
+
+pytestmark = pytest.mark.workflow
+
+
+def snapshot(root: Path) -> dict[str, int]:
+    """mtime (ns) of every file the data stages wrote."""
+    return {
+        str(p.relative_to(root)): p.stat().st_mtime_ns
+        for p in (root / "data").rglob("*")
+        if p.is_file()
+    }
+
+
+def rewritten(before: dict[str, int], after: dict[str, int]) -> set[str]:
+    return {path for path, mtime in after.items() if before.get(path) != mtime}
+
+
+def edit_config(root: Path, edit) -> None:
+    config = yaml.safe_load((root / "config.yaml").read_text())
+    edit(config)
+    (root / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def files(stage: str, *splits: str, suffixes=("en", "de", "json")) -> set[str]:
+    out = set()
+    for split in splits:
+        for suffix in suffixes:
+            if stage == "bin" and suffix != "json":
+                out |= {
+                    f"data/toy/bin/{split}.en-de.{suffix}.bin",
+                    f"data/toy/bin/{split}.en-de.{suffix}.idx",
+                }
+            else:
+                out.add(f"data/toy/{stage}/{split}.en-de.{suffix}")
+    return out
+
+
+SPM = {"data/toy/spm/bpe.model", "data/toy/spm/bpe.vocab", "data/toy/spm/bpe.json"}
+ALL_SPLITS = ("train", "dev", "test")
+
+
+@pytest.fixture
+def built(project_copy):
+    """The default config's data stages, run once for real."""
+    run_snakemake(project_copy)
+    return project_copy
+
+
+def test_default_run_builds_every_data_stage_for_the_toy_corpus(built):
+    expected = (
+        files("raw", *ALL_SPLITS) | files("clean", *ALL_SPLITS) | files("bin", *ALL_SPLITS) | SPM
+    )
+    assert set(snapshot(built)) == expected
+    processor = load(built / "data/toy/spm/bpe.model")
+    assert processor.get_piece_size() == 1000
+    german = IndexedDataset(built / "data/toy/bin/test.en-de.de")
+    lines = (built / "data/toy/clean/test.en-de.de").read_text("utf-8").splitlines()
+    assert len(german) == len(lines) == 500
+    assert processor.decode(german[7].tolist()) == lines[7]
+    record = json.loads((built / "data/toy/clean/train.en-de.json").read_text())
+    assert record["input_pairs"] == 20000 and set(record["dropped"]) == {
+        "empty",
+        "too_long",
+        "length_ratio",
+    }
+    for rule in ("download", "clean", "binarize"):
+        assert (built / f"logs/{rule}/toy/train.en-de.log").exists()
+    assert "INFO" in (built / "logs/subword/toy.log").read_text()
+    assert (built / "benchmarks/subword/toy.tsv").exists()
+
+
+def test_a_second_run_has_nothing_to_do(built):
+    result = run_snakemake(built, "-n")
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_clean_setting_reruns_training_clean_bpe_and_binarize_only(built):
+    before = snapshot(built)
+    edit_config(built, lambda c: c["datasets"]["toy"]["clean"].update(max_ratio=1.3))
+    run_snakemake(built)
+    assert rewritten(before, snapshot(built)) == files("clean", "train") | SPM | files(
+        "bin", *ALL_SPLITS
+    )
+
+
+def test_vocabulary_size_reruns_bpe_and_binarize_only(built):
+    before = snapshot(built)
+    edit_config(built, lambda c: c["datasets"]["toy"]["subword"].update(vocab_size=900))
+    run_snakemake(built)
+    assert rewritten(before, snapshot(built)) == SPM | files("bin", *ALL_SPLITS)
+    assert load(built / "data/toy/spm/bpe.model").get_piece_size() == 900
+
+
+def test_dev_split_size_reruns_that_split_only(built):
+    before = snapshot(built)
+    edit_config(built, lambda c: c["datasets"]["toy"]["splits"]["dev"].update(size=300))
+    run_snakemake(built)
+    assert rewritten(before, snapshot(built)) == files("raw", "dev") | files(
+        "clean", "dev"
+    ) | files("bin", "dev")
+    assert len(IndexedDataset(built / "data/toy/bin/dev.en-de.en")) == 300
+
+
+def test_editing_stage_code_reruns_that_stage(built):
+    before = snapshot(built)
+    with open(built / "src/aiayn/data/clean.py", "a") as handle:
+        handle.write("\n# an edit\n")
+    run_snakemake(built)
+    changed = rewritten(before, snapshot(built))
+    assert files("clean", *ALL_SPLITS) <= changed and not files("raw", *ALL_SPLITS) & changed
+
+
+def local_dataset(root: Path, source: list[str], target: list[str] | bytes) -> None:
+    (root / "in").mkdir()
+    (root / "in/train.en").write_text("".join(s + "\n" for s in source), encoding="utf-8")
+    if isinstance(target, bytes):
+        (root / "in/train.de").write_bytes(target)
+    else:
+        (root / "in/train.de").write_text("".join(s + "\n" for s in target), encoding="utf-8")
+    edit_config(
+        root,
+        lambda c: c.update(
+            prepare=["mine"],
+            datasets={
+                **c["datasets"],
+                "mine": {
+                    "langs": ["en", "de"],
+                    "root": "in",
+                    "splits": {
+                        "train": {"source": "local", "paths": {"en": "train.en", "de": "train.de"}}
+                    },
+                    "subword": {"vocab_size": 30},
+                },
+            },
+        ),
+    )
+
+
+def test_mismatched_local_files_fail_clean_with_the_reason_and_no_output(project_copy):
+    local_dataset(project_copy, ["one", "two", "three"], ["eins", "zwei"])
+    result = run_snakemake(project_copy, check=False)
+    assert result.returncode != 0
+    log = (project_copy / "logs/clean/mine/train.en-de.log").read_text()
+    assert "train.en-de.en has 3 lines but" in log and "has 2" in log
+    assert "fetched from: ['in/train.en', 'in/train.de']" in log
+    assert not (project_copy / "data/mine/clean").exists() or not any(
+        (project_copy / "data/mine/clean").iterdir()
+    )
+
+
+def test_invalid_utf8_fails_with_file_and_line(project_copy):
+    local_dataset(project_copy, ["one", "two"], b"eins\nzw\xe4i\n")
+    result = run_snakemake(project_copy, check=False)
+    assert result.returncode != 0
+    log = (project_copy / "logs/clean/mine/train.en-de.log").read_text()
+    assert re.search(r"raw/train\.en-de\.de, line 2: invalid UTF-8 \(byte 0xe4", log)
+
+
+def job_counts(dry_run_output: str) -> dict[str, int]:
+    table = dry_run_output.split("Job stats:")[1]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+
+
+def test_wmt14_preset_plans_the_full_data_stages(project_copy):
+    result = run_snakemake(project_copy, "-n", "--configfile", "configs/wmt14_en_de.yaml")
+    counts = job_counts(result.stdout)
+    assert counts == {"download": 4, "clean": 4, "subword": 1, "binarize": 4, "all": 1, "total": 14}
+    assert "data/wmt14_en_de/bin/newstest2014_filtered.en-de.de.idx" in result.stdout
+    assert "data/toy/" not in result.stdout
+
+
+def test_real_wmt_data_through_local_and_sacrebleu_sources(project_copy, tmp_path):
+    """10k real WMT pairs (local files) and newstest2014 through sacrebleu's real extraction."""
+    opennmt = shared("opennmt_toy_ende")
+    cache = stage_sacrebleu_cache(tmp_path / "sacrebleu")
+    edit_config(
+        project_copy,
+        lambda c: c.update(
+            prepare=["wmt"],
+            datasets={
+                **c["datasets"],
+                "wmt": {
+                    "langs": ["en", "de"],
+                    "root": str(opennmt),
+                    "splits": {
+                        "train": {
+                            "source": "local",
+                            "paths": {"en": "src-train.txt", "de": "tgt-train.txt"},
+                        },
+                        "newstest2014": {"source": "sacrebleu", "test_set": "wmt14/full"},
+                    },
+                    "subword": {"vocab_size": 2000},
+                },
+            },
+        ),
+    )
+    run_snakemake(project_copy, env={"SACREBLEU": str(cache)})
+    record = json.loads((project_copy / "data/wmt/bin/newstest2014.en-de.json").read_text())
+    assert record["en"]["sentences"] == record["de"]["sentences"] == 3003
+    full = shared("wmt14_newstest", "full", "newstest2014.en-de.de")
+    assert (project_copy / "data/wmt/clean/newstest2014.en-de.de").read_bytes() == full.read_bytes()
+    clean = json.loads((project_copy / "data/wmt/clean/train.en-de.json").read_text())
+    assert clean["input_pairs"] == 10000 and clean["kept_pairs"] < 10000
