@@ -66,7 +66,7 @@ def test_default_run_builds_every_data_stage_for_the_toy_corpus(built):
     )
     assert set(snapshot(built)) == expected
     processor = load(built / "data/toy/spm/bpe.model")
-    assert processor.get_piece_size() == 1000
+    assert processor.get_piece_size() == 800
     german = IndexedDataset(built / "data/toy/bin/test.en-de.de")
     lines = (built / "data/toy/clean/test.en-de.de").read_text("utf-8").splitlines()
     assert len(german) == len(lines) == 500
@@ -99,10 +99,10 @@ def test_clean_setting_reruns_training_clean_bpe_and_binarize_only(built):
 
 def test_vocabulary_size_reruns_bpe_and_binarize_only(built):
     before = snapshot(built)
-    edit_config(built, lambda c: c["datasets"]["toy"]["subword"].update(vocab_size=900))
+    edit_config(built, lambda c: c["datasets"]["toy"]["subword"].update(vocab_size=700))
     run_snakemake(built)
     assert rewritten(before, snapshot(built)) == SPM | files("bin", *ALL_SPLITS)
-    assert load(built / "data/toy/spm/bpe.model").get_piece_size() == 900
+    assert load(built / "data/toy/spm/bpe.model").get_piece_size() == 700
 
 
 def test_dev_split_size_reruns_that_split_only(built):

@@ -8,6 +8,7 @@ without BOS/EOS: the model adds those.
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 from collections.abc import Iterable, Iterator
@@ -29,10 +30,19 @@ def dtype_for(vocab_size: int) -> tuple[int, type]:
     return code, DTYPES[code]
 
 
+def batched(items: Iterable, size: int) -> Iterator[list]:
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, size)):
+        yield chunk
+
+
 def write_indexed(
-    prefix: str | os.PathLike, sentences: Iterable[list[int]], vocab_size: int
+    prefix: str | os.PathLike,
+    sentences: Iterable[list[int]],
+    vocab_size: int,
+    chunk_size: int = 10_000,
 ) -> dict:
-    """Write `prefix.bin` and `prefix.idx` from an iterable of id lists, streaming both files."""
+    """Write `prefix.bin` and `prefix.idx` from an iterable of id lists, one chunk at a time."""
     code, dtype = dtype_for(vocab_size)
     prefix = Path(prefix)
     count = tokens = longest = 0
@@ -42,17 +52,20 @@ def write_indexed(
     ):
         idx_out.write(HEADER.pack(MAGIC, VERSION, code, 0))
         idx_out.write(np.int64(0).tobytes())
-        for ids in sentences:
-            array = np.asarray(ids, dtype=dtype)
-            if array.size and int(array.max()) >= vocab_size:
+        for chunk in batched(sentences, chunk_size):
+            lengths = np.fromiter(map(len, chunk), dtype=np.int64, count=len(chunk))
+            ids = np.fromiter(
+                itertools.chain.from_iterable(chunk), dtype=np.int64, count=int(lengths.sum())
+            )
+            if ids.size and (ids.max() >= vocab_size or ids.min() < 0):
                 raise ValueError(
-                    f"token id {int(array.max())} is outside the vocabulary ({vocab_size})"
+                    f"token id {int(ids.max())} is outside the vocabulary ({vocab_size})"
                 )
-            bin_out.write(array.tobytes())
-            count += 1
-            tokens += array.size
-            longest = max(longest, array.size)
-            idx_out.write(np.int64(tokens).tobytes())
+            bin_out.write(ids.astype(dtype).tobytes())
+            idx_out.write((tokens + np.cumsum(lengths)).tobytes())
+            count += len(chunk)
+            tokens += int(lengths.sum())
+            longest = max(longest, int(lengths.max()))
         idx_out.seek(0)
         idx_out.write(HEADER.pack(MAGIC, VERSION, code, count))
     return {

@@ -34,9 +34,15 @@ class SubwordSettings:
 
 
 def train_bpe(
-    inputs: list[str], model_path: str, settings: SubwordSettings, threads: int = 1
+    inputs: list[str],
+    model_path: str,
+    settings: SubwordSettings,
+    threads: int = 1,
+    verbose: bool = False,
 ) -> dict:
     """Train the shared BPE model on a shuffled sample of both training sides.
+
+    `verbose` lets sentencepiece report its progress (loading, merges) on stderr.
 
     Writes `model_path` (.model) and the matching .vocab beside it, each by rename, so an
     interrupted run leaves no model that looks complete.
@@ -64,7 +70,7 @@ def train_bpe(
             unk_id=UNK_ID,
             bos_id=BOS_ID,
             eos_id=EOS_ID,
-            minloglevel=0,
+            minloglevel=0 if verbose else 1,
         )
     except RuntimeError as err:
         for suffix in (".model", ".vocab"):
