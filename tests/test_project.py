@@ -1,0 +1,38 @@
+"""Project hygiene that users rely on: lint-clean workflow and code, and a working benchmark."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import PROJECT
+
+
+def run(*command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=PROJECT, capture_output=True, text=True)
+
+
+def test_snakemake_lint_is_clean():
+    result = run(sys.executable, "-m", "snakemake", "--lint")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_snakefmt_and_ruff_are_clean():
+    for command in (
+        ["snakefmt", "--check", "Snakefile", "rules"],
+        ["ruff", "check", "."],
+        ["ruff", "format", "--check", "."],
+    ):
+        result = run(sys.executable, "-m", *command)
+        assert result.returncode == 0, f"{' '.join(command)}:\n{result.stdout}{result.stderr}"
+
+
+def test_binarize_benchmark_prints_streaming_and_baseline_figures():
+    result = run(sys.executable, "bench/binarize.py", "--sizes", "2000", "4000")
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    assert record["bench"] == "binarize" and [r["lines"] for r in record["results"]] == [2000, 4000]
+    for row in record["results"]:
+        for method in ("streaming", "naive"):
+            assert row[method]["lines_per_s"] > 0 and row[method]["peak_rss_mib"] > 0
