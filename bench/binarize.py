@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import resource
 import subprocess
@@ -82,8 +83,6 @@ def device() -> str:
         ),
         platform.processor(),
     )
-    import os
-
     return f"CPU: {model}, {os.cpu_count()} cores"
 
 

@@ -215,3 +215,23 @@ def test_real_wmt_data_through_local_and_sacrebleu_sources(project_copy, tmp_pat
     assert (project_copy / "data/wmt/clean/newstest2014.en-de.de").read_bytes() == full.read_bytes()
     clean = json.loads((project_copy / "data/wmt/clean/train.en-de.json").read_text())
     assert clean["input_pairs"] == 10000 and clean["kept_pairs"] < 10000
+
+
+def test_multi30k_preset_with_its_root_pointed_at_local_copies(project_copy):
+    """The preset as users run it, with the one-line override tests and offline users need."""
+    root = shared("multi30k", "raw_gz")
+    run_snakemake(
+        project_copy,
+        "--configfile",
+        "configs/multi30k.yaml",
+        "--config",
+        f"datasets={{multi30k: {{root: {root}}}}}",
+    )
+    raw = json.loads((project_copy / "data/multi30k/raw/test_2016_flickr.en-de.json").read_text())
+    assert raw["files"] == [f"{root}/test_2016_flickr.en.gz", f"{root}/test_2016_flickr.de.gz"]
+    assert not (project_copy / "data/toy").exists()
+    for split, count in (("train", None), ("val", 1014), ("test_2016_flickr", 1000)):
+        record = json.loads((project_copy / f"data/multi30k/bin/{split}.en-de.json").read_text())
+        assert record["en"]["sentences"] == record["de"]["sentences"]
+        assert count is None or record["de"]["sentences"] == count
+    assert load(project_copy / "data/multi30k/spm/bpe.model").get_piece_size() == 8000

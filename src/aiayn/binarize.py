@@ -130,8 +130,9 @@ class IndexedDataset:
         return np.diff(self.offsets)
 
 
-def encode_lines(processor, lines: Iterable[str], chunk_size: int = 10_000,
-                 threads: int = 1) -> Iterator[list[int]]:  # fmt: skip
+def encode_lines(
+    processor, lines: Iterable[str], chunk_size: int = 10_000, threads: int = 1
+) -> Iterator[list[int]]:
     """Encode with sentencepiece in chunks (each chunk in parallel threads), in input order."""
     chunk: list[str] = []
     for line in lines:

@@ -12,7 +12,7 @@ import gzip
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from aiayn.errors import InputError
@@ -28,7 +28,6 @@ class LineStats:
     bom: bool = False
     crlf_lines: int = 0
     missing_final_newline: bool = False
-    extra: dict = field(default_factory=dict)
 
 
 def open_binary(path: str | os.PathLike):

@@ -58,8 +58,9 @@ def check_parallel(paths: tuple[str, str]) -> int:
     return counts[0]
 
 
-def clean_split(inputs: tuple[str, str], outputs: tuple[str, str], train: bool,
-                settings: CleanSettings) -> dict:  # fmt: skip
+def clean_split(
+    inputs: tuple[str, str], outputs: tuple[str, str], train: bool, settings: CleanSettings
+) -> dict:
     """Write the cleaned split and return its statistics (the stage's JSON record)."""
     total = check_parallel(inputs)
     line_stats = (LineStats(), LineStats())
@@ -91,10 +92,7 @@ def clean_split(inputs: tuple[str, str], outputs: tuple[str, str], train: bool,
         "dropped": dropped if train else dict.fromkeys(REASONS, 0),
         "normalized_pairs": normalized,
         "empty_pairs_kept": empty_kept,
-        "encoding": {
-            path: {k: v for k, v in asdict(s).items() if k != "extra"}
-            for path, s in zip(inputs, line_stats, strict=True)
-        },  # fmt: skip
+        "encoding": {path: asdict(s) for path, s in zip(inputs, line_stats, strict=True)},
     }
     if train:
         record["settings"] = asdict(settings)

@@ -196,8 +196,12 @@ def fetch_sacrebleu(
     for path, output in zip((source_file, reference_file), outputs, strict=True):
         with atomic_output(output, "wb") as out, open(path, "rb") as src:
             shutil.copyfileobj(src, out)
-    return {"source": "sacrebleu", "test_set": test_set, "langpair": langpair,
-            "files": [source_file, reference_file]}  # fmt: skip
+    return {
+        "source": "sacrebleu",
+        "test_set": test_set,
+        "langpair": langpair,
+        "files": [source_file, reference_file],
+    }
 
 
 SOURCES: dict[str, Callable[..., dict]] = {
