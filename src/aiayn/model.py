@@ -1,0 +1,305 @@
+"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017), section 3.
+
+Encoder and decoder stacks of N layers; each sub-layer is wrapped as
+LayerNorm(x + Dropout(Sublayer(x))) (post-LN, as in the paper and tensor2tensor's first release).
+One embedding matrix is shared by the source embedding, the target embedding and the
+pre-softmax projection (section 3.4), embeddings are scaled by sqrt(d_model), and positions are
+sinusoidal (section 3.5) or learned (Table 3, row E). Attention runs through
+torch.nn.functional.scaled_dot_product_attention, so GPUs use fused kernels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    vocab_size: int
+    n_layers: int = 6  # N, in the encoder and in the decoder
+    d_model: int = 512
+    d_ff: int = 2048
+    n_heads: int = 8  # h
+    d_k: int | None = None  # per-head query/key size; d_model / h when None
+    d_v: int | None = None  # per-head value size; d_model / h when None
+    dropout: float = 0.1  # P_drop: sub-layer outputs and embeddings + positions
+    attention_dropout: float = 0.0  # on attention weights; the paper uses none
+    positions: str = "sinusoidal"  # or "learned" (Table 3, row E)
+    max_positions: int = 1024  # longest sequence for learned positions
+    pad_id: int = 0
+
+    def __post_init__(self):
+        if self.positions not in ("sinusoidal", "learned"):
+            raise ValueError(f"positions must be 'sinusoidal' or 'learned', not {self.positions!r}")
+        if (self.d_k is None or self.d_v is None) and self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model {self.d_model} is not divisible by h={self.n_heads}; set d_k and d_v"
+            )
+
+    @property
+    def head_dims(self) -> tuple[int, int]:
+        default = self.d_model // self.n_heads
+        return (self.d_k or default, self.d_v or default)
+
+
+# Model presets (section 6.1, Table 3). Training settings of the paper live in the config.
+PRESETS: dict[str, dict] = {
+    "tiny": dict(n_layers=2, d_model=128, d_ff=512, n_heads=4, dropout=0.1),
+    "base": dict(n_layers=6, d_model=512, d_ff=2048, n_heads=8, dropout=0.1),
+    "big": dict(n_layers=6, d_model=1024, d_ff=4096, n_heads=16, dropout=0.3),
+}
+
+# Table 3: each row as overrides of `base`. Keys that are not model settings (label smoothing)
+# are training settings; `split_overrides` tells them apart.
+TABLE3_ROWS: dict[str, dict] = {
+    "A_h1": dict(n_heads=1, d_k=512, d_v=512),
+    "A_h4": dict(n_heads=4, d_k=128, d_v=128),
+    "A_h16": dict(n_heads=16, d_k=32, d_v=32),
+    "A_h32": dict(n_heads=32, d_k=16, d_v=16),
+    "B_dk16": dict(d_k=16),
+    "B_dk32": dict(d_k=32),
+    "C_N2": dict(n_layers=2),
+    "C_N4": dict(n_layers=4),
+    "C_N8": dict(n_layers=8),
+    "C_d256": dict(d_model=256, d_k=32, d_v=32),
+    "C_d1024": dict(d_model=1024, d_k=128, d_v=128),
+    "C_dff1024": dict(d_ff=1024),
+    "C_dff4096": dict(d_ff=4096),
+    "D_drop0.0": dict(dropout=0.0),
+    "D_drop0.2": dict(dropout=0.2),
+    "D_ls0.0": dict(label_smoothing=0.0),
+    "D_ls0.2": dict(label_smoothing=0.2),
+    "E_learned": dict(positions="learned"),
+}
+
+
+def build_config(vocab_size: int, preset: str = "base", **overrides) -> TransformerConfig:
+    """A preset (tiny, base, big, or a Table 3 row) with model overrides applied."""
+    if preset in TABLE3_ROWS:
+        model_keys, _ = split_overrides(TABLE3_ROWS[preset])
+        settings = {**PRESETS["base"], **model_keys}
+    elif preset in PRESETS:
+        settings = dict(PRESETS[preset])
+    else:
+        raise ValueError(
+            f"unknown model preset {preset!r}; choose from {sorted(PRESETS) + sorted(TABLE3_ROWS)}"
+        )
+    return TransformerConfig(vocab_size=vocab_size, **{**settings, **overrides})
+
+
+def split_overrides(overrides: dict) -> tuple[dict, dict]:
+    """(model settings, other settings) of a dict of overrides."""
+    fields = set(TransformerConfig.__dataclass_fields__)
+    return (
+        {k: v for k, v in overrides.items() if k in fields},
+        {k: v for k, v in overrides.items() if k not in fields},
+    )
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O.
+
+    head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V); Attention(Q, K, V) = softmax(QK^T / sqrt(d_k)) V.
+    """
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.h = config.n_heads
+        self.d_k, self.d_v = config.head_dims
+        self.w_q = nn.Linear(config.d_model, self.h * self.d_k)
+        self.w_k = nn.Linear(config.d_model, self.h * self.d_k)
+        self.w_v = nn.Linear(config.d_model, self.h * self.d_v)
+        self.w_o = nn.Linear(self.h * self.d_v, config.d_model)
+        self.attention_dropout = config.attention_dropout
+
+    def split_heads(self, x: torch.Tensor, d: int) -> torch.Tensor:
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.h, d).transpose(1, 2)  # (B, h, T, d)
+
+    def forward(self, query, key, value, mask=None, return_weights: bool = False):
+        """query (B, Tq, d_model), key/value (B, Tk, d_model).
+
+        mask: boolean, broadcastable to (B, h, Tq, Tk), True where attention is allowed.
+        """
+        q = self.split_heads(self.w_q(query), self.d_k)  # (B, h, Tq, d_k)
+        k = self.split_heads(self.w_k(key), self.d_k)  # (B, h, Tk, d_k)
+        v = self.split_heads(self.w_v(value), self.d_v)  # (B, h, Tk, d_v)
+        dropout = self.attention_dropout if self.training else 0.0
+        if return_weights:
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, h, Tq, Tk)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            weights = torch.softmax(scores, dim=-1)
+            out = F.dropout(weights, dropout, self.training) @ v
+        else:
+            weights = None
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        batch, _, length, _ = out.shape
+        out = out.transpose(1, 2).reshape(batch, length, self.h * self.d_v)  # (B, Tq, h*d_v)
+        return self.w_o(out), weights
+
+
+class PositionwiseFeedForward(nn.Module):
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2."""
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.w_1 = nn.Linear(config.d_model, config.d_ff)
+        self.w_2 = nn.Linear(config.d_ff, config.d_model)
+
+    def forward(self, x):
+        return self.w_2(F.relu(self.w_1(x)))
+
+
+class ResidualLayerNorm(nn.Module):
+    """LayerNorm(x + Dropout(Sublayer(x))): the residual connection around every sub-layer."""
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.norm = nn.LayerNorm(config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x, sublayer_output):
+        return self.norm(x + self.dropout(sublayer_output))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.self_attention = MultiHeadAttention(config)
+        self.feed_forward = PositionwiseFeedForward(config)
+        self.residual_1 = ResidualLayerNorm(config)
+        self.residual_2 = ResidualLayerNorm(config)
+
+    def forward(self, x, source_mask, return_weights=False):
+        attended, weights = self.self_attention(x, x, x, source_mask, return_weights)
+        x = self.residual_1(x, attended)
+        return self.residual_2(x, self.feed_forward(x)), weights
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.self_attention = MultiHeadAttention(config)
+        self.encoder_attention = MultiHeadAttention(config)
+        self.feed_forward = PositionwiseFeedForward(config)
+        self.residual_1 = ResidualLayerNorm(config)
+        self.residual_2 = ResidualLayerNorm(config)
+        self.residual_3 = ResidualLayerNorm(config)
+
+    def forward(self, y, memory, target_mask, memory_mask):
+        y = self.residual_1(y, self.self_attention(y, y, y, target_mask)[0])
+        y = self.residual_2(y, self.encoder_attention(y, memory, memory, memory_mask)[0])
+        return self.residual_3(y, self.feed_forward(y))
+
+
+def sinusoidal_positions(length: int, d_model: int) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...): (length, d_model)."""
+    position = torch.arange(length, dtype=torch.float32).unsqueeze(1)
+    frequency = torch.exp(
+        torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model)
+    )
+    table = torch.zeros(length, d_model)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency[: d_model // 2])
+    return table
+
+
+class Embeddings(nn.Module):
+    """Shared token embedding * sqrt(d_model) + positions, then dropout."""
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.tokens = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
+        self.scale = math.sqrt(config.d_model)
+        if config.positions == "learned":
+            self.learned_positions = nn.Embedding(config.max_positions, config.d_model)
+        else:
+            self.learned_positions = None
+            self.register_buffer(
+                "sinusoids",
+                sinusoidal_positions(config.max_positions, config.d_model),
+                persistent=False,
+            )
+        self.dropout = nn.Dropout(config.dropout)
+
+    def positions(self, length: int, offset: int = 0) -> torch.Tensor:
+        if self.learned_positions is not None:
+            index = torch.arange(offset, offset + length, device=self.tokens.weight.device)
+            return self.learned_positions(index)
+        if offset + length > self.sinusoids.size(0):
+            self.sinusoids = sinusoidal_positions(2 * (offset + length), self.sinusoids.size(1)).to(
+                self.sinusoids
+            )
+        return self.sinusoids[offset : offset + length]
+
+    def forward(self, ids, offset: int = 0):
+        x = self.tokens(ids) * self.scale  # (B, T, d_model)
+        return self.dropout(x + self.positions(ids.size(1), offset))
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = Embeddings(config)
+        self.encoder = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_layers))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Glorot-uniform matrices, zero biases, embeddings N(0, d_model^-1/2) (tensor2tensor's)."""
+        for name, parameter in self.named_parameters():
+            if name == "embeddings.tokens.weight":
+                nn.init.normal_(parameter, std=self.config.d_model**-0.5)
+            elif "norm" in name:
+                continue
+            elif parameter.dim() > 1:
+                nn.init.xavier_uniform_(parameter)
+            else:
+                nn.init.zeros_(parameter)
+        with torch.no_grad():
+            self.embeddings.tokens.weight[self.config.pad_id].zero_()
+
+    def source_mask(self, source):
+        return (source != self.config.pad_id)[:, None, None, :]  # (B, 1, 1, S), True = real token
+
+    def encode(self, source, return_weights: bool = False):
+        """source (B, S) -> memory (B, S, d_model) [and each layer's attention weights]."""
+        mask = self.source_mask(source)
+        x = self.embeddings(source)
+        all_weights = []
+        for layer in self.encoder:
+            x, weights = layer(x, mask, return_weights)
+            all_weights.append(weights)
+        return (x, all_weights) if return_weights else x
+
+    def decode(self, target_in, memory, source):
+        """target_in (B, T) starting with BOS -> logits (B, T, V) of the next tokens."""
+        length = target_in.size(1)
+        causal = torch.ones(length, length, dtype=torch.bool, device=target_in.device).tril()
+        target_mask = (
+            causal[None, None] & (target_in != self.config.pad_id)[:, None, None, :]
+        )  # (B,1,T,T)
+        y = self.embeddings(target_in)
+        memory_mask = self.source_mask(source)
+        for layer in self.decoder:
+            y = layer(y, memory, target_mask, memory_mask)
+        return F.linear(
+            y, self.embeddings.tokens.weight
+        )  # pre-softmax projection = shared embedding
+
+    def forward(self, source, target_in):
+        return self.decode(target_in, self.encode(source), source)
+
+
+def count_parameters(config: TransformerConfig) -> int:
+    """Trainable parameters of a model built from `config` (built on the meta device: no memory)."""
+    with torch.device("meta"):
+        model = Transformer(replace(config))
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
