@@ -269,11 +269,36 @@ class ToyGrammar:
         )
         en_be, de_be = ("are", "sind") if antecedent.plural else ("is", "ist")
         return (
-            [first.en, en_verb, antecedent.en, ",", "and", second.en, say_en, "that",
-             en_pron, en_be, en_adj, "."],
-            [first.de, de_verb, antecedent.de, ",", "und", second.de, say_de, ",", "dass",
-             de_pron, de_adj, de_be, "."],
-        )  # fmt: skip
+            [
+                first.en,
+                en_verb,
+                antecedent.en,
+                ",",
+                "and",
+                second.en,
+                say_en,
+                "that",
+                en_pron,
+                en_be,
+                en_adj,
+                ".",
+            ],
+            [
+                first.de,
+                de_verb,
+                antecedent.de,
+                ",",
+                "und",
+                second.de,
+                say_de,
+                ",",
+                "dass",
+                de_pron,
+                de_adj,
+                de_be,
+                ".",
+            ],
+        )
 
     def pronoun_object(self):
         """An object pronoun after a full stop: "... a lamp. Later the man buys it too."

@@ -1,0 +1,544 @@
+"""Training (section 5 of the paper) with the DeepSpeed engine, on any device, CPU included.
+
+    python -m aiayn.train runs/EXP/experiment.json                       # one process
+    torchrun --standalone --nproc_per_node 8 -m aiayn.train runs/EXP/experiment.json
+
+Each optimizer step sees `tokens_per_step` source and target tokens (padded), whatever the number
+of processes: every process takes `tokens_per_batch`-token batches of its own shard and the step
+accumulates `accumulation` of them. The loss is the label-smoothed cross-entropy summed over the
+step's target tokens on all processes and divided by their number, so the gradient does not
+depend on how the tokens were split. A checkpoint holds everything needed to continue exactly
+(weights, Adam state, schedule, data position, RNG states); a run resumes from the newest one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from aiayn import checkpoint as ckpt
+from aiayn.batching import collate, shard, token_batches
+from aiayn.binarize import IndexedDataset
+from aiayn.errors import InputError
+from aiayn.logs import progress, setup_logging
+from aiayn.model import Transformer, TransformerConfig
+from aiayn.schedule import lr_lambda
+from aiayn.subword import PAD_ID
+from aiayn.textio import atomic_output
+
+log = logging.getLogger("aiayn.train")
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    max_steps: int = 100_000
+    warmup_steps: int = 4000
+    lr_scale: float = 1.0  # multiplies the paper's schedule
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_eps: float = 1e-9
+    label_smoothing: float = 0.1
+    tokens_per_step: int = (
+        25000  # source and target tokens (padded) per optimizer step, all processes
+    )
+    tokens_per_batch: int = 25000  # per process per forward pass: the memory limit
+    pad_to_multiple: int = 8
+    seed: int = 1
+    precision: str = "auto"  # auto (bf16 where the device has it), bf16 or fp32
+    zero_stage: int = 1
+    checkpoint_every_steps: int | None = None
+    checkpoint_every_minutes: float | None = 10.0  # the paper: every 10 minutes
+    keep_states: int = 1  # full training states kept for resuming
+    average_last: int = 5  # consolidated weights kept, and averaged by the average stage
+    log_every_steps: int = 100
+    dev_every_steps: int = 1000
+
+    # Settings that change the trajectory; the rest (budget, intervals) may change on resume.
+    TRAJECTORY = (
+        "warmup_steps",
+        "lr_scale",
+        "adam_beta1",
+        "adam_beta2",
+        "adam_eps",
+        "label_smoothing",
+        "tokens_per_step",
+        "tokens_per_batch",
+        "pad_to_multiple",
+        "seed",
+        "precision",
+        "zero_stage",
+    )
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    run_dir: Path
+    train_data: tuple[str, str]  # prefixes of the binarized source and target sides
+    dev_data: tuple[str, str]
+    model: TransformerConfig
+    train: TrainSettings
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> Experiment:
+        spec = json.loads(Path(path).read_text())
+        return cls(
+            name=spec["name"],
+            run_dir=Path(spec["run_dir"]),
+            train_data=tuple(spec["data"]["train"]),
+            dev_data=tuple(spec["data"]["dev"]),
+            model=TransformerConfig(**spec["model"]),
+            train=TrainSettings(**spec["train"]),
+        )
+
+    def identity(self) -> str:
+        """Hash of what decides the trained weights; checkpoints of another are not resumed."""
+        trajectory = {k: getattr(self.train, k) for k in TrainSettings.TRAJECTORY}
+        blob = json.dumps([asdict(self.model), trajectory, self.train_data], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def label_smoothed_loss(logits, target, epsilon: float, pad_id: int = PAD_ID):
+    """Sums over non-pad tokens of the smoothed loss and of the plain NLL (for perplexity).
+
+    The smoothed target puts 1 - epsilon on the reference token and epsilon spread evenly over the
+    vocabulary (as torch's cross_entropy(label_smoothing=epsilon)).
+    """
+    lprobs = F.log_softmax(logits.float(), dim=-1).view(-1, logits.size(-1))  # (B*T, V)
+    target = target.reshape(-1)
+    keep = target != pad_id
+    nll = -lprobs.gather(1, target.unsqueeze(1)).squeeze(1)[keep]
+    uniform = -lprobs.mean(dim=-1)[keep]
+    return ((1.0 - epsilon) * nll + epsilon * uniform).sum(), nll.sum()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def init_process() -> tuple[int, int, torch.device]:
+    """Rank, world size and device; a lone process sets up a world of one itself."""
+    for key, value in (
+        ("RANK", "0"),
+        ("LOCAL_RANK", "0"),
+        ("WORLD_SIZE", "1"),
+        ("MASTER_ADDR", "127.0.0.1"),
+    ):
+        os.environ.setdefault(key, value)
+    os.environ.setdefault("MASTER_PORT", str(free_port()))
+    os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
+    import deepspeed
+    from deepspeed.accelerator import get_accelerator
+
+    deepspeed.init_distributed(verbose=False)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    accelerator = get_accelerator()
+    if accelerator.device_name() == "cuda":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), device
+
+
+def use_bf16(precision: str, device: torch.device) -> bool:
+    if precision == "auto":
+        return device.type == "cuda" and torch.cuda.is_bf16_supported()
+    if precision not in ("bf16", "fp32"):
+        raise InputError(f"train.precision must be auto, bf16 or fp32, not {precision!r}")
+    return precision == "bf16"
+
+
+class Trainer:
+    def __init__(self, experiment: Experiment):
+        self.exp, self.settings = experiment, experiment.train
+        self.rank, self.world, self.device = init_process()
+        self.bf16 = use_bf16(self.settings.precision, self.device)
+        if self.bf16 and self.settings.zero_stage == 0:
+            raise InputError(
+                "bf16 training needs train.zero_stage >= 1 "
+                "(its fp32 weights live in ZeRO's partitions)"
+            )
+        self.accumulation = max(
+            1, round(self.settings.tokens_per_step / (self.world * self.settings.tokens_per_batch))
+        )
+        self.checkpoint_dir = experiment.run_dir / "checkpoints"
+        self.weights_dir = experiment.run_dir / "weights"
+        self.jsonl = experiment.run_dir / "train.jsonl"
+        self.train_source, self.train_target = (IndexedDataset(p) for p in experiment.train_data)
+        self.dev_source, self.dev_target = (IndexedDataset(p) for p in experiment.dev_data)
+        self.state = {
+            "step": 0,
+            "epoch": 0,
+            "batch": 0,
+            "target_tokens": 0,
+            "seconds": 0.0,
+            "world_size": self.world,
+        }
+        self.engine = self.build_engine()
+        self.epoch_batches = None
+
+    def build_engine(self):
+        import deepspeed
+
+        torch.manual_seed(self.settings.seed)  # the same initial weights on every rank
+        model = Transformer(self.exp.model)
+        optimizer = torch.optim.Adam(
+            model.parameters(),
+            lr=1.0,
+            eps=self.settings.adam_eps,
+            betas=(self.settings.adam_beta1, self.settings.adam_beta2),
+        )
+        schedule = lr_lambda(
+            self.exp.model.d_model, self.settings.warmup_steps, self.settings.lr_scale
+        )
+        config = {
+            "train_micro_batch_size_per_gpu": 1,  # unused: batches are ours, counted in tokens
+            "gradient_accumulation_steps": self.accumulation,
+            "zero_optimization": {"stage": self.settings.zero_stage},
+            "zero_allow_untested_optimizer": True,
+            "bf16": {"enabled": self.bf16},
+            "gradient_clipping": 0.0,
+            "steps_per_print": 1 << 30,
+        }
+        engine, *_ = deepspeed.initialize(
+            model=model,
+            optimizer=optimizer,
+            config=config,
+            lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule),
+        )
+        torch.manual_seed(self.settings.seed * 1000 + self.rank)  # dropout differs between ranks
+        return engine
+
+    # Data -------------------------------------------------------------------------------------
+    def batches_of_epoch(self, epoch: int) -> list:
+        lengths = (self.train_source.lengths + 1, self.train_target.lengths + 1)
+        batches, too_long = token_batches(
+            *lengths,
+            self.settings.tokens_per_batch,
+            self.settings.seed,
+            epoch,
+            self.settings.pad_to_multiple,
+        )
+        if too_long and epoch == 0 and self.rank == 0:
+            log.warning(
+                "%d training pairs are longer than tokens_per_batch and are skipped", too_long
+            )
+        mine = shard(batches, self.rank, self.world)
+        if not mine:
+            raise InputError(
+                f"no training batches for {self.world} processes: the training split is too small"
+            )
+        return mine
+
+    def next_batch(self):
+        if self.epoch_batches is None or self.state["batch"] >= len(self.epoch_batches):
+            if self.epoch_batches is not None:
+                self.state["epoch"] += 1
+                self.state["batch"] = 0
+            self.epoch_batches = self.batches_of_epoch(self.state["epoch"])
+        indices = self.epoch_batches[self.state["batch"]]
+        self.state["batch"] += 1
+        return collate(self.train_source, self.train_target, indices, self.settings.pad_to_multiple)
+
+    def all_reduce(self, values: list[float]) -> list[float]:
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        if self.world > 1:
+            torch.distributed.all_reduce(tensor)
+        return tensor.tolist()
+
+    # Training ---------------------------------------------------------------------------------
+    def train_step(self, save_requested: bool) -> tuple[float, float, float, bool]:
+        batches = [self.next_batch() for _ in range(self.accumulation)]
+        local_tokens = sum(b.target_tokens for b in batches)
+        total_tokens, save_votes = self.all_reduce([local_tokens, float(save_requested)])
+        loss_total = nll_total = 0.0
+        for batch in batches:
+            batch = batch.to(self.device)
+            logits = self.engine(batch.source, batch.target_in)
+            loss, nll = label_smoothed_loss(logits, batch.target_out, self.settings.label_smoothing)
+            # DeepSpeed averages gradients over ranks: * world makes it a sum over all tokens.
+            self.engine.backward(loss * (self.world / total_tokens), scale_wrt_gas=False)
+            self.engine.step()
+            loss_total += loss.item()
+            nll_total += nll.item()
+        self.state["step"] += 1
+        self.state["target_tokens"] += int(total_tokens)
+        return loss_total, nll_total, local_tokens, save_votes > 0
+
+    @torch.no_grad()
+    def evaluate(self) -> dict:
+        self.engine.eval()
+        lengths = (self.dev_source.lengths + 1, self.dev_target.lengths + 1)
+        batches, _ = token_batches(
+            *lengths, self.settings.tokens_per_batch, 0, 0, self.settings.pad_to_multiple
+        )
+        loss_sum = nll_sum = tokens = 0.0
+        for indices in batches[self.rank :: self.world]:
+            batch = collate(
+                self.dev_source, self.dev_target, indices, self.settings.pad_to_multiple
+            ).to(self.device)
+            loss, nll = label_smoothed_loss(
+                self.engine(batch.source, batch.target_in),
+                batch.target_out,
+                self.settings.label_smoothing,
+            )
+            loss_sum, nll_sum, tokens = (
+                loss_sum + loss.item(),
+                nll_sum + nll.item(),
+                tokens + batch.target_tokens,
+            )
+        self.engine.train()
+        loss_sum, nll_sum, tokens = self.all_reduce([loss_sum, nll_sum, tokens])
+        return {
+            "dev_loss": loss_sum / tokens,
+            "dev_nll": nll_sum / tokens,
+            "dev_ppl": math.exp(nll_sum / tokens),
+        }
+
+    def run(self) -> dict:
+        self.resume()
+        settings, start = self.settings, time.monotonic()
+        seconds_before = self.state["seconds"]
+        last_save = time.monotonic()
+        window = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "start": time.monotonic()}
+        bar = progress(
+            total=settings.max_steps,
+            initial=self.state["step"],
+            desc=self.exp.name,
+            unit=" steps",
+            disable=self.rank != 0,
+        )
+        last_dev = {}
+        while self.state["step"] < settings.max_steps:
+            minutes = settings.checkpoint_every_minutes
+            save_due = (
+                minutes is not None
+                and self.rank == 0
+                and time.monotonic() - last_save >= 60 * minutes
+            )
+            loss, nll, tokens, save_voted = self.train_step(save_due)
+            step = self.state["step"]
+            self.state["seconds"] = seconds_before + time.monotonic() - start
+            window["loss"], window["nll"], window["tokens"] = (
+                window["loss"] + loss,
+                window["nll"] + nll,
+                window["tokens"] + tokens,
+            )
+            bar.update(1)
+            final = step == settings.max_steps
+            if step % settings.log_every_steps == 0 or final:
+                self.log_train(window)
+                window = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "start": time.monotonic()}
+            if step % settings.dev_every_steps == 0 or final:
+                last_dev = self.evaluate()
+                self.append_jsonl(
+                    {"step": step, **last_dev, "seconds": round(self.state["seconds"], 2)}
+                )
+            every = settings.checkpoint_every_steps
+            if save_voted or final or (every and step % every == 0):
+                self.save()
+                last_save = time.monotonic()
+        bar.close()
+        if not last_dev:  # resumed a finished run
+            last_dev = self.evaluate()
+        return self.write_summary(last_dev)
+
+    def log_train(self, window: dict) -> None:
+        loss, nll, tokens = self.all_reduce([window["loss"], window["nll"], window["tokens"]])
+        elapsed = time.monotonic() - window["start"]
+        grad_norm = self.engine.get_global_grad_norm()
+        record = {
+            "step": self.state["step"],
+            "loss": loss / tokens,
+            "nll": nll / tokens,
+            "ppl": math.exp(min(nll / tokens, 50.0)),
+            "lr": self.engine.lr_scheduler.get_last_lr()[0],
+            "target_tokens_per_s": tokens / elapsed if elapsed > 0 else None,
+            "grad_norm": float(grad_norm) if grad_norm is not None else None,
+            "epoch": self.state["epoch"],
+            "seconds": round(self.state["seconds"], 2),
+        }
+        self.append_jsonl(record)
+        if self.rank == 0:
+            log.info("step %(step)d loss %(loss).4f ppl %(ppl).2f lr %(lr).3g", record)
+
+    def append_jsonl(self, record: dict) -> None:
+        if self.rank == 0:
+            with open(self.jsonl, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+    # Checkpoints ------------------------------------------------------------------------------
+    def start_fresh_or_check_identity(self) -> None:
+        """Archive checkpoints of another configuration; drop half-written ones (rank 0)."""
+        run_dir, identity = self.exp.run_dir, self.exp.identity()
+        marker = run_dir / "identity.json"
+        if self.rank == 0:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            old = json.loads(marker.read_text())["identity"] if marker.exists() else identity
+            if old != identity:
+                archive = run_dir / "superseded" / old
+                log.warning(
+                    "configuration changed: moving the old run's checkpoints to %s", archive
+                )
+                archive.mkdir(parents=True, exist_ok=True)
+                for name in ("checkpoints", "weights", "train.jsonl", "train.json"):
+                    if (run_dir / name).exists():
+                        shutil.move(str(run_dir / name), str(archive / name))
+            for path in self.checkpoint_dir.glob("step*"):
+                if not (path / ckpt.COMPLETE).exists():
+                    shutil.rmtree(path, ignore_errors=True)
+            with atomic_output(marker) as handle:
+                json.dump(
+                    {
+                        "identity": identity,
+                        "model": asdict(self.exp.model),
+                        "train": asdict(self.settings),
+                    },
+                    handle,
+                    indent=2,
+                )
+        if self.world > 1:
+            torch.distributed.barrier()
+
+    def resume(self) -> None:
+        self.start_fresh_or_check_identity()
+        tags = ckpt.complete_tags(self.checkpoint_dir)
+        if not tags:
+            return
+        tag = tags[-1]
+        _, client = self.engine.load_checkpoint(str(self.checkpoint_dir), tag=tag)
+        saved = client["train_state"]
+        if saved["world_size"] != self.world and self.settings.zero_stage > 0:
+            raise InputError(
+                f"{self.checkpoint_dir / tag} was written by {saved['world_size']} processes, "
+                f"this run has {self.world}. Convert it with "
+                "`python -m deepspeed.checkpoint.ds_to_universal` or rerun "
+                "with the same number of processes."
+            )
+        self.state = {**saved, "world_size": self.world}
+        ckpt.set_rng_state(
+            torch.load(self.checkpoint_dir / tag / f"rng_rank{self.rank}.pt", weights_only=False)
+        )
+        if self.rank == 0:
+            log.info("resumed from %s (step %d)", self.checkpoint_dir / tag, self.state["step"])
+            if self.jsonl.exists():  # forget what was logged after the checkpoint
+                kept = [
+                    line
+                    for line in self.jsonl.read_text().splitlines()
+                    if json.loads(line)["step"] <= self.state["step"]
+                ]
+                self.jsonl.write_text("".join(line + "\n" for line in kept))
+
+    def consolidated_state_dict(self, tag: str) -> dict:
+        if self.settings.zero_stage == 0:
+            return self.engine.module.state_dict()
+        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+        return get_fp32_state_dict_from_zero_checkpoint(str(self.checkpoint_dir), tag=tag)
+
+    def save(self) -> None:
+        step = self.state["step"]
+        tag = ckpt.tag_of(step)
+        self.engine.save_checkpoint(
+            str(self.checkpoint_dir),
+            tag=tag,
+            client_state={"train_state": dict(self.state)},
+            save_latest=False,
+        )
+        torch.save(ckpt.rng_state(), self.checkpoint_dir / tag / f"rng_rank{self.rank}.pt")
+        if self.world > 1:
+            torch.distributed.barrier()
+        if self.rank == 0:
+            state_dict = self.consolidated_state_dict(tag)
+            ckpt.save_weights(
+                self.weights_dir / f"{tag}.pt",
+                state_dict,
+                asdict(self.exp.model),
+                step,
+                self.exp.name,
+            )
+            (self.checkpoint_dir / tag / ckpt.COMPLETE).write_text(f"{step}\n")
+            ckpt.prune(
+                self.checkpoint_dir,
+                self.weights_dir,
+                self.settings.keep_states,
+                self.settings.average_last,
+            )
+            log.info("checkpoint %s", self.checkpoint_dir / tag)
+        if self.world > 1:
+            torch.distributed.barrier()
+
+    @torch.no_grad()
+    def ranks_agree(self) -> bool:
+        """Whether every process ends with the same weights, as data parallelism must keep them."""
+        if self.world == 1:
+            return True
+        digest = torch.zeros(2, dtype=torch.float64, device=self.device)
+        for index, parameter in enumerate(self.engine.module.parameters(), start=1):
+            values = parameter.detach().double()
+            digest[0] += values.sum()
+            digest[1] += index * values.square().sum()
+        gathered = [torch.zeros_like(digest) for _ in range(self.world)]
+        torch.distributed.all_gather(gathered, digest)
+        return all(torch.equal(gathered[0], other) for other in gathered[1:])
+
+    def write_summary(self, dev: dict) -> dict:
+        weights = sorted(self.weights_dir.glob("step*.pt"))[-self.settings.average_last :]
+        summary = {
+            "experiment": self.exp.name,
+            "steps": self.state["step"],
+            "epochs": self.state["epoch"],
+            "target_tokens": self.state["target_tokens"],
+            "seconds": round(self.state["seconds"], 2),
+            "processes": self.world,
+            "accumulation": self.accumulation,
+            "precision": "bf16" if self.bf16 else "fp32",
+            "device": str(self.device),
+            "ranks_agree": self.ranks_agree(),
+            "final_weights": str(weights[-1]) if weights else None,
+            "average_weights": [str(p) for p in weights],
+            **dev,
+        }
+        if self.rank == 0:
+            with atomic_output(self.exp.run_dir / "train.json") as handle:
+                json.dump(summary, handle, indent=2)
+        return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("experiment", help="experiment JSON written by the workflow's train rule")
+    parser.add_argument("--log", help="also log to this file")
+    args = parser.parse_args(argv)
+    setup_logging(args.log if int(os.environ.get("RANK", "0")) == 0 else None)
+    try:
+        Trainer(Experiment.from_json(args.experiment)).run()
+    except InputError as err:
+        log.error("%s", err)
+        return 1
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

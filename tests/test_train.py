@@ -1,0 +1,260 @@
+"""Training: schedule, loss, batching, averaging, and real DeepSpeed runs (resume, copy task, 2 ranks)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from aiayn.batching import collate, shard, token_batches
+from aiayn.binarize import IndexedDataset, write_indexed
+from aiayn.checkpoint import average_weights, load_weights, save_weights
+from aiayn.errors import InputError
+from aiayn.model import Transformer, TransformerConfig
+from aiayn.schedule import inverse_sqrt_lr, lr_lambda
+from aiayn.train import label_smoothed_loss
+from tests.conftest import PROJECT
+
+
+def test_base_schedule_peaks_at_step_4000():
+    rates = [inverse_sqrt_lr(step, 512, 4000) for step in range(1, 20001)]
+    assert int(np.argmax(rates)) + 1 == 4000
+    assert inverse_sqrt_lr(4000, 512, 4000) == pytest.approx(6.988e-4, rel=1e-3)
+    assert inverse_sqrt_lr(1, 512, 4000) == pytest.approx(512**-0.5 * 4000**-1.5)
+    assert inverse_sqrt_lr(16000, 512, 4000) == pytest.approx(512**-0.5 / 16000**0.5)
+    assert lr_lambda(512, 4000)(3999) == inverse_sqrt_lr(4000, 512, 4000)  # LambdaLR counts from 0
+
+
+def test_label_smoothing_matches_a_hand_computation():
+    logits = torch.tensor([[[2.0, 0.5, -1.0, 0.0], [0.1, 0.2, 0.3, 0.4]]])  # (B=1, T=2, V=4)
+    target = torch.tensor([[2, 0]])  # second position is padding (pad id 0)
+    loss, nll = label_smoothed_loss(logits, target, epsilon=0.1, pad_id=0)
+    logp = [
+        v - math.log(sum(math.exp(x) for x in logits[0, 0].tolist())) for v in logits[0, 0].tolist()
+    ]
+    expected_nll = -logp[2]
+    expected = 0.9 * expected_nll + 0.1 * (-sum(logp) / 4)
+    assert nll.item() == pytest.approx(expected_nll, rel=1e-6)
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    reference = torch.nn.functional.cross_entropy(
+        logits.view(-1, 4), target.view(-1), ignore_index=0, label_smoothing=0.1, reduction="sum"
+    )
+    assert loss.item() == pytest.approx(reference.item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("pad_to", [1, 8])
+def test_batches_never_exceed_the_token_budget_and_cover_every_pair(pad_to):
+    rng = np.random.default_rng(3)
+    source, target = rng.integers(1, 120, 3000), rng.integers(1, 120, 3000)
+    source[5] = 1500  # longer than any batch may be
+    batches, too_long = token_batches(
+        source, target, max_tokens=1000, seed=1, epoch=0, pad_to=pad_to
+    )
+    assert too_long == 1
+    seen = np.concatenate(batches)
+    assert sorted(seen.tolist()) == [i for i in range(3000) if i != 5]
+    for batch in batches:
+        for lengths in (source, target):
+            padded = int(math.ceil(lengths[batch].max() / pad_to) * pad_to)
+            assert len(batch) * padded <= 1000
+    again, _ = token_batches(source, target, max_tokens=1000, seed=1, epoch=0, pad_to=pad_to)
+    other_epoch, _ = token_batches(source, target, max_tokens=1000, seed=1, epoch=1, pad_to=pad_to)
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again, strict=True))
+    assert not all(np.array_equal(a, b) for a, b in zip(batches, other_epoch, strict=False))
+
+
+def test_shards_are_disjoint_and_equal():
+    batches = [np.array([i]) for i in range(11)]
+    shards = [shard(batches, rank, 3) for rank in range(3)]
+    assert [len(s) for s in shards] == [3, 3, 3]
+    assert len({int(b[0]) for s in shards for b in s}) == 9
+
+
+def test_collate_adds_eos_and_bos_and_pads():
+    batch = collate([[5, 6], [7]], [[8], [9, 10, 11]], [0, 1], pad_to=4)
+    assert batch.source.tolist() == [[5, 6, 3, 0], [7, 3, 0, 0]]
+    assert batch.target_in.tolist() == [[2, 8, 0, 0], [2, 9, 10, 11]]
+    assert batch.target_out.tolist() == [[8, 3, 0, 0], [9, 10, 11, 3]]
+    assert batch.target_tokens == 6
+
+
+def test_averaging_known_tensors(tmp_path):
+    for index, value in enumerate([1.0, 2.0, 6.0]):
+        save_weights(
+            tmp_path / f"{index}.pt",
+            {"w": torch.full((2, 2), value), "b": torch.tensor([value])},
+            {"vocab_size": 5},
+            step=index,
+            experiment="x",
+        )
+    averaged = average_weights([tmp_path / f"{i}.pt" for i in range(3)])
+    assert torch.equal(averaged["state_dict"]["w"], torch.full((2, 2), 3.0))
+    assert averaged["state_dict"]["b"].item() == 3.0 and len(averaged["averaged_from"]) == 3
+
+
+def test_averaging_refuses_mismatched_checkpoints(tmp_path):
+    save_weights(tmp_path / "a.pt", {"w": torch.zeros(2)}, {}, 1, "x")
+    save_weights(tmp_path / "b.pt", {"w": torch.zeros(3)}, {}, 2, "x")
+    save_weights(tmp_path / "c.pt", {"v": torch.zeros(2)}, {}, 3, "x")
+    with pytest.raises(InputError, match=r"w has shape \(3,\)"):
+        average_weights([tmp_path / "a.pt", tmp_path / "b.pt"])
+    with pytest.raises(InputError, match="missing \\['w'\\], extra \\['v'\\]"):
+        average_weights([tmp_path / "a.pt", tmp_path / "c.pt"])
+    (tmp_path / "broken.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(InputError, match="not a readable weights file"):
+        load_weights(tmp_path / "broken.pt")
+
+
+# Real training runs, each in its own process as the workflow runs them ---------------------------
+
+
+def copy_task(root: Path, pairs: int, seed: int) -> tuple[str, str]:
+    """Random sequences over ids 4..19 whose translation is themselves."""
+    rng = np.random.default_rng(seed)
+    sentences = [rng.integers(4, 20, rng.integers(3, 9)).tolist() for _ in range(pairs)]
+    for side in ("src", "tgt"):
+        write_indexed(root / side, sentences, vocab_size=20)
+    return str(root / "src"), str(root / "tgt")
+
+
+@pytest.fixture(scope="module")
+def copy_data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("copy")
+    (root / "train").mkdir()
+    (root / "dev").mkdir()
+    return copy_task(root / "train", 3000, seed=1), copy_task(root / "dev", 200, seed=2)
+
+
+def experiment(path: Path, data, **train) -> Path:
+    spec = {
+        "name": path.stem,
+        "run_dir": str(path.parent / path.stem),
+        "data": {"train": list(data[0]), "dev": list(data[1])},
+        "model": {
+            "vocab_size": 20,
+            "n_layers": 2,
+            "d_model": 64,
+            "d_ff": 128,
+            "n_heads": 4,
+            "dropout": 0.1,
+        },
+        "train": {
+            "max_steps": 12,
+            "warmup_steps": 50,
+            "tokens_per_step": 600,
+            "tokens_per_batch": 600,
+            "log_every_steps": 4,
+            "dev_every_steps": 6,
+            "checkpoint_every_minutes": None,
+            **train,
+        },
+    }
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def train(spec: Path, processes: int = 1) -> dict:
+    if processes == 1:
+        command = [sys.executable, "-m", "aiayn.train", str(spec)]
+    else:
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={processes}",
+            "-m",
+            "aiayn.train",
+            str(spec),
+        ]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")
+    }
+    result = subprocess.run(
+        command, capture_output=True, text=True, cwd=PROJECT, env=env, timeout=600
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads((spec.parent / spec.stem / "train.json").read_text())
+
+
+def weights(summary: dict) -> dict:
+    return load_weights(summary["final_weights"])["state_dict"]
+
+
+@pytest.mark.workflow
+def test_resuming_gives_the_same_weights_as_never_stopping(tmp_path, copy_data):
+    straight = train(experiment(tmp_path / "straight.json", copy_data, checkpoint_every_steps=6))
+    halted = experiment(tmp_path / "halted.json", copy_data, max_steps=6)
+    first = train(halted)
+    assert first["steps"] == 6
+    experiment(halted, copy_data, max_steps=12)  # a bigger budget is the same run, continued
+    resumed = train(halted)
+    assert resumed["steps"] == straight["steps"] == 12
+    a, b = weights(straight), weights(resumed)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    log = [
+        json.loads(line) for line in (tmp_path / "halted" / "train.jsonl").read_text().splitlines()
+    ]
+    assert [r["step"] for r in log if "loss" in r] == [4, 6, 8, 12]
+
+
+@pytest.mark.workflow
+def test_half_written_checkpoints_are_ignored_and_changed_settings_start_afresh(
+    tmp_path, copy_data
+):
+    spec = experiment(tmp_path / "run.json", copy_data, max_steps=6)
+    train(spec)
+    (tmp_path / "run" / "checkpoints" / "step00000099").mkdir()  # a save killed half-way
+    experiment(spec, copy_data, max_steps=8)
+    assert train(spec)["steps"] == 8
+    assert not (tmp_path / "run" / "checkpoints" / "step00000099").exists()
+    experiment(spec, copy_data, max_steps=8, label_smoothing=0.2)  # another model: not a resume
+    summary = train(spec)
+    assert summary["steps"] == 8 and len(list((tmp_path / "run" / "superseded").iterdir())) == 1
+
+
+@pytest.mark.workflow
+def test_a_tiny_model_learns_to_copy(tmp_path, copy_data):
+    spec = experiment(
+        tmp_path / "copy.json",
+        copy_data,
+        max_steps=900,
+        warmup_steps=100,
+        log_every_steps=100,
+        dev_every_steps=150,
+    )
+    summary = train(spec)
+    payload = load_weights(summary["final_weights"])
+    model = Transformer(TransformerConfig(**payload["model_config"])).eval()
+    model.load_state_dict(payload["state_dict"])
+    source, target = (IndexedDataset(p) for p in copy_data[1])
+    batch = collate(source, target, list(range(len(source))))
+    predicted = model(batch.source, batch.target_in).argmax(-1)
+    real = batch.target_out != 0
+    accuracy = (predicted[real] == batch.target_out[real]).float().mean().item()
+    assert accuracy > 0.98, accuracy
+    log = [
+        json.loads(line) for line in (tmp_path / "copy" / "train.jsonl").read_text().splitlines()
+    ]
+    nll = [r["nll"] for r in log if "nll" in r]
+    assert nll[-1] < 0.2 * nll[0] and summary["dev_nll"] < 0.15
+
+
+@pytest.mark.workflow
+def test_two_processes_train_and_end_with_identical_weights(tmp_path, copy_data):
+    summary = train(
+        experiment(tmp_path / "ddp.json", copy_data, max_steps=4, tokens_per_batch=300), processes=2
+    )
+    assert summary["processes"] == 2 and summary["accumulation"] == 1
+    assert summary["ranks_agree"] is True and summary["steps"] == 4
+    shutil.rmtree(tmp_path / "ddp")
