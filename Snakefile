@@ -1,4 +1,4 @@
-"""Reproducing "Attention Is All You Need": data -> subword -> binarize (-> train -> decode -> score).
+"""Reproducing "Attention Is All You Need": data -> subword -> binarize -> train -> average.
 
 Run `snakemake --cores all` for the embedded default (the toy corpus, CPU, minutes), or add
 `--configfile configs/<preset>.yaml`. The README lists every command.
@@ -19,10 +19,15 @@ include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/subword.smk"
 include: "rules/binarize.smk"
+include: "rules/train.smk"
+
+
+check_experiments()
 
 
 rule all:
-    """Everything the config asks for: today, the binarized data of each dataset in `prepare`."""
+    """Everything the config asks for: prepared datasets and every experiment's averaged model."""
     default_target: True
     input:
         prepared_data_files(),
+        experiment_files(),

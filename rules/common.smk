@@ -9,6 +9,7 @@ SRC_DIR = Path(workflow.basedir) / "src" / "aiayn"
 sys.path.insert(0, str(SRC_DIR.parent))
 
 from aiayn.data.sources import is_url, local_files
+from aiayn.experiments import bin_prefixes, resolve
 from aiayn.workflow import use_this_checkout
 
 use_this_checkout(SRC_DIR.parent)
@@ -20,6 +21,7 @@ wildcard_constraints:
     src=r"[a-z]{2,3}",
     tgt=r"[a-z]{2,3}",
     lang=r"[a-z]{2,3}",
+    experiment=r"[A-Za-z0-9_.]+",
 
 
 def code_version(*modules):
@@ -89,9 +91,10 @@ def split_files(stage, name, split, suffixes=("",)):
 
 
 def prepared_data_files():
-    """The BPE model and binarized splits of every dataset listed in `prepare`."""
+    """The BPE model and binarized splits of every dataset in `prepare` or used by an experiment."""
     files = []
-    for name in config.get("prepare", []):
+    used = [entry["dataset"] for entry in config.get("experiments", [])]
+    for name in dict.fromkeys(config.get("prepare", []) + used):
         files.append(f"data/{name}/spm/bpe.model")
         for split in dataset(name)["splits"]:
             files += split_files("bin", name, split, (".bin", ".idx"))
@@ -101,3 +104,40 @@ def prepared_data_files():
 def clean_settings(wildcards):
     """Only the training split is filtered, so only its job depends on the clean settings."""
     return dataset(wildcards.dataset)["clean"] if wildcards.split == "train" else {}
+
+
+def experiment(name):
+    for entry in config.get("experiments", []):
+        if entry["name"] == name:
+            return entry
+    raise ValueError(
+        f"experiment {name!r} is not in `experiments` "
+        f"(defined: {[e['name'] for e in config.get('experiments', [])]})"
+    )
+
+
+def experiment_spec(name):
+    """What the trainer reads (runs/{name}/experiment.json): model, training settings, data."""
+    return resolve(experiment(name), config["datasets"])
+
+
+def experiment_data(name, role):
+    """The binarized train or dev split an experiment reads."""
+    entry = experiment(name)
+    split = "train" if role == "train" else entry["dev_split"]
+    prefixes = bin_prefixes(entry["dataset"], langs(entry["dataset"]), split)
+    return [prefix + suffix for prefix in prefixes for suffix in (".bin", ".idx")]
+
+
+def experiment_files():
+    """The averaged model of every experiment."""
+    names = [entry["name"] for entry in config.get("experiments", [])]
+    if len(set(names)) != len(names):
+        raise ValueError(f"experiment names must be unique: {names}")
+    return [f"runs/{name}/averaged.pt" for name in names]
+
+
+def check_experiments():
+    """Resolve every experiment once at start-up, so a bad one is reported before any job runs."""
+    for entry in config.get("experiments", []):
+        resolve(entry, config["datasets"])

@@ -1,0 +1,47 @@
+"""Stages train and average: one DeepSpeed run per experiment, then its last checkpoints averaged."""
+
+
+rule train:
+    """Train one experiment (resuming from its newest checkpoint when there is one)."""
+    input:
+        train_data=lambda wildcards: experiment_data(wildcards.experiment, "train"),
+        dev_data=lambda wildcards: experiment_data(wildcards.experiment, "dev"),
+    output:
+        summary="runs/{experiment}/train.json",
+    log:
+        "logs/train/{experiment}.log",
+    benchmark:
+        "benchmarks/train/{experiment}.tsv"
+    conda:
+        "envs/aiayn.yaml"
+    threads: 1
+    params:
+        spec=lambda wildcards: experiment_spec(wildcards.experiment),
+        processes=lambda wildcards: experiment(wildcards.experiment)["processes"],
+        code=code_version(
+            "model.py",
+            "train.py",
+            "batching.py",
+            "schedule.py",
+            "checkpoint.py",
+            "binarize.py",
+        ),
+    script:
+        "../workflow_scripts/train.py"
+
+
+rule average:
+    """Average the experiment's last `train.average_last` checkpoints (the paper: 5 base, 20 big)."""
+    input:
+        summary="runs/{experiment}/train.json",
+    output:
+        model="runs/{experiment}/averaged.pt",
+    log:
+        "logs/average/{experiment}.log",
+    conda:
+        "envs/aiayn.yaml"
+    params:
+        last=lambda wildcards: experiment(wildcards.experiment)["train"]["average_last"],
+        code=code_version("checkpoint.py"),
+    script:
+        "../workflow_scripts/average.py"

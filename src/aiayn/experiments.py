@@ -1,0 +1,53 @@
+"""From an experiment in the config to the trainer's experiment.json.
+
+An experiment is a dataset, a model preset (tiny, base, big, or a Table 3 row) with overrides,
+training settings, and the dev split used for dev loss during training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from aiayn.errors import InputError
+from aiayn.model import build_config
+from aiayn.train import TrainSettings
+
+
+def bin_prefixes(dataset_name: str, langs: list[str], split: str) -> list[str]:
+    pair = "-".join(langs)
+    return [f"data/{dataset_name}/bin/{split}.{pair}.{lang}" for lang in langs]
+
+
+def resolve(experiment: dict, datasets: dict) -> dict:
+    """The trainer's experiment spec (a JSON-able dict) for one experiment of the config."""
+    name, dataset_name = experiment["name"], experiment["dataset"]
+    if dataset_name not in datasets:
+        raise InputError(
+            f"experiment {name!r}: dataset {dataset_name!r} is not defined under `datasets`"
+        )
+    dataset = datasets[dataset_name]
+    dev = experiment.get("dev_split", "dev")
+    if dev not in dataset["splits"] or dev == "train":
+        raise InputError(
+            f"experiment {name!r}: dev_split {dev!r} is not an evaluation split of dataset "
+            f"{dataset_name!r} (splits: {sorted(dataset['splits'])})"
+        )
+    try:
+        model = build_config(
+            dataset["subword"]["vocab_size"],
+            experiment.get("model", "base"),
+            **experiment.get("overrides", {}),
+        )
+        train = TrainSettings(**experiment.get("train", {}))
+    except (ValueError, TypeError) as err:
+        raise InputError(f"experiment {name!r}: {err}") from None
+    return {
+        "name": name,
+        "run_dir": f"runs/{name}",
+        "data": {
+            "train": bin_prefixes(dataset_name, dataset["langs"], "train"),
+            "dev": bin_prefixes(dataset_name, dataset["langs"], dev),
+        },
+        "model": asdict(model),
+        "train": asdict(train),
+    }

@@ -1,0 +1,22 @@
+"""Rule average: the mean of an experiment's last checkpoints, as the paper's final model."""
+
+import json
+import logging
+
+import torch
+
+from aiayn.checkpoint import average_weights
+from aiayn.logs import run_stage
+from aiayn.textio import atomic_output
+
+
+def main():
+    summary = json.loads(open(snakemake.input.summary, encoding="utf-8").read())
+    paths = summary["average_weights"][-snakemake.params.last :]
+    averaged = average_weights(paths)
+    with atomic_output(snakemake.output.model, "wb") as handle:
+        torch.save(averaged, handle)
+    logging.getLogger("aiayn").info("averaged %d checkpoints: %s", len(paths), paths)
+
+
+run_stage(main, snakemake.log[0])
