@@ -12,7 +12,10 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from aiayn.data.clean import CleanSettings
+from aiayn.experiments import resolve
+from aiayn.model import TABLE3_ROWS
 from aiayn.subword import SubwordSettings
+from aiayn.train import TrainSettings
 from tests.conftest import PROJECT, run_snakemake
 
 SCHEMA = str(PROJECT / "schemas" / "config.schema.yaml")
@@ -64,6 +67,7 @@ def test_source_specific_defaults_apply_to_their_source_only():
         (("datasets", "toy", "splits", "train"), "sise"),
         (("datasets", "toy"), "vocab_size"),
         ((), "datasetz"),
+        (("experiments", 0, "train"), "max_step"),
     ],
 )
 def test_a_typo_is_an_error_that_names_the_key(path, bad_key):
@@ -110,3 +114,84 @@ def test_conda_environment_pins_match_pyproject():
     pip = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict))
     assert pip == pyproject["project"]["dependencies"]
     assert all("==" in requirement for requirement in pip)
+
+
+def merged(*names):
+    from snakemake.utils import update_config
+
+    config = {}
+    for name in names:
+        update_config(config, load(name))
+    validate(config, SCHEMA)
+    return config
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ("config.yaml",),
+        ("config.yaml", "configs/wmt14_en_de.yaml"),
+        ("config.yaml", "configs/wmt14_en_fr.yaml"),
+        ("config.yaml", "configs/wmt14_en_de.yaml", "configs/table3.yaml"),
+    ],
+)
+def test_every_preset_experiment_resolves(names):
+    config = merged(*names)
+    specs = [resolve(entry, config["datasets"]) for entry in config["experiments"]]
+    assert specs and all(spec["data"]["dev"] for spec in specs)
+
+
+def test_paper_experiments_have_the_paper_settings():
+    specs = {
+        e["name"]: resolve(e, merged("config.yaml", "configs/wmt14_en_de.yaml")["datasets"])
+        for e in merged("config.yaml", "configs/wmt14_en_de.yaml")["experiments"]
+    }
+    base, big = specs["base_en_de"], specs["big_en_de"]
+    assert (base["model"]["d_model"], base["model"]["vocab_size"], base["train"]["max_steps"]) == (
+        512,
+        37000,
+        100000,
+    )
+    assert (big["model"]["d_model"], big["model"]["dropout"], big["train"]["max_steps"]) == (
+        1024,
+        0.3,
+        300000,
+    )
+    assert (base["train"]["average_last"], big["train"]["average_last"]) == (5, 20)
+    assert (
+        base["train"]["checkpoint_every_minutes"] == 10 and base["train"]["label_smoothing"] == 0.1
+    )
+    assert base["data"]["dev"][0].endswith("newstest2013.en-de.en")
+    big_fr = [
+        e
+        for e in merged("config.yaml", "configs/wmt14_en_fr.yaml")["experiments"]
+        if e["name"] == "big_en_fr"
+    ]
+    assert (
+        resolve(big_fr[0], merged("config.yaml", "configs/wmt14_en_fr.yaml")["datasets"])["model"][
+            "dropout"
+        ]
+        == 0.1
+    )
+
+
+def test_table3_preset_has_every_row():
+    experiments = merged("config.yaml", "configs/wmt14_en_de.yaml", "configs/table3.yaml")[
+        "experiments"
+    ]
+    models = {e["model"] for e in experiments}
+    assert set(TABLE3_ROWS) | {"base", "big"} == models
+    smoothing = sorted(
+        e["train"]["label_smoothing"] for e in experiments if e["name"].startswith("table3_D_ls")
+    )
+    assert smoothing == [0.0, 0.2] and all(e["train"]["average_last"] == 1 for e in experiments)
+
+
+def test_training_defaults_agree_with_the_code():
+    config = load("config.yaml")
+    config["experiments"] = [{"name": "x", "dataset": "toy"}]
+    validate(config, SCHEMA)
+    assert config["experiments"][0]["train"] == dataclasses.asdict(TrainSettings())
+    assert (
+        config["experiments"][0]["model"] == "base" and config["experiments"][0]["processes"] == 1
+    )

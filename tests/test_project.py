@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import PROJECT
 
 
@@ -36,3 +38,36 @@ def test_binarize_benchmark_prints_streaming_and_baseline_figures():
     for row in record["results"]:
         for method in ("streaming", "naive"):
             assert row[method]["lines_per_s"] > 0 and row[method]["peak_rss_mib"] > 0
+
+
+def test_train_throughput_benchmark_compares_ours_with_the_naive_baseline():
+    result = run(
+        sys.executable,
+        "bench/train_throughput.py",
+        "--presets",
+        "tiny",
+        "--tokens",
+        "1000",
+        "--batch-tokens",
+        "1000",
+        "--vocab",
+        "500",
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--pairs",
+        "500",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    row = record["results"][0]
+    assert row["preset"] == "tiny" and row["model_flops_per_target_token"] > 0
+    assert (
+        row["ours"]["target_tokens_per_s"] > 0
+        and row["naive_fp32_nn_transformer"]["target_tokens_per_s"] > 0
+    )
+    ratio = (
+        row["ours"]["target_tokens_per_s"] / row["naive_fp32_nn_transformer"]["target_tokens_per_s"]
+    )
+    assert row["speedup"] == pytest.approx(ratio, abs=0.01)

@@ -20,7 +20,7 @@ from aiayn.checkpoint import average_weights, load_weights, save_weights
 from aiayn.errors import InputError
 from aiayn.model import Transformer, TransformerConfig
 from aiayn.schedule import inverse_sqrt_lr, lr_lambda
-from aiayn.train import label_smoothed_loss
+from aiayn.train import label_smoothed_loss, step_plan
 from tests.conftest import PROJECT
 
 
@@ -258,3 +258,19 @@ def test_two_processes_train_and_end_with_identical_weights(tmp_path, copy_data)
     assert summary["processes"] == 2 and summary["accumulation"] == 1
     assert summary["ranks_agree"] is True and summary["steps"] == 4
     shutil.rmtree(tmp_path / "ddp")
+
+
+@pytest.mark.parametrize(
+    ("step", "limit", "world", "plan"),
+    [
+        (25000, 25000, 1, (1, 25000)),
+        (25000, 25000, 8, (1, 3125)),  # the paper: 8 GPUs, ~3125 tokens each
+        (25000, 4096, 1, (7, 3572)),
+        (25000, 4096, 2, (4, 3125)),
+        (2000, 2000, 2, (1, 1000)),
+    ],
+)
+def test_a_step_holds_the_configured_tokens_on_any_number_of_processes(step, limit, world, plan):
+    accumulation, batch = step_plan(step, limit, world)
+    assert (accumulation, batch) == plan
+    assert batch <= limit and step <= accumulation * batch * world < step + accumulation * world

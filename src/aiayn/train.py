@@ -125,6 +125,18 @@ def label_smoothed_loss(logits, target, epsilon: float, pad_id: int = PAD_ID):
     return ((1.0 - epsilon) * nll + epsilon * uniform).sum(), nll.sum()
 
 
+def step_plan(tokens_per_step: int, tokens_per_batch: int, world_size: int) -> tuple[int, int]:
+    """(accumulation, tokens per batch) so that one step holds `tokens_per_step` over all processes.
+
+    Each process's share is split into the fewest batches of at most `tokens_per_batch` tokens,
+    all of one size: 25000 tokens on 8 GPUs are one batch of 3125 each; on one GPU with a
+    4096-token memory limit, 7 accumulated batches of 3572.
+    """
+    share = math.ceil(tokens_per_step / world_size)
+    accumulation = math.ceil(share / tokens_per_batch)
+    return accumulation, math.ceil(share / accumulation)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -174,8 +186,8 @@ class Trainer:
                 "bf16 training needs train.zero_stage >= 1 "
                 "(its fp32 weights live in ZeRO's partitions)"
             )
-        self.accumulation = max(
-            1, round(self.settings.tokens_per_step / (self.world * self.settings.tokens_per_batch))
+        self.accumulation, self.batch_tokens = step_plan(
+            self.settings.tokens_per_step, self.settings.tokens_per_batch, self.world
         )
         self.checkpoint_dir = experiment.run_dir / "checkpoints"
         self.weights_dir = experiment.run_dir / "weights"
@@ -230,7 +242,7 @@ class Trainer:
         lengths = (self.train_source.lengths + 1, self.train_target.lengths + 1)
         batches, too_long = token_batches(
             *lengths,
-            self.settings.tokens_per_batch,
+            self.batch_tokens,
             self.settings.seed,
             epoch,
             self.settings.pad_to_multiple,
@@ -285,9 +297,7 @@ class Trainer:
     def evaluate(self) -> dict:
         self.engine.eval()
         lengths = (self.dev_source.lengths + 1, self.dev_target.lengths + 1)
-        batches, _ = token_batches(
-            *lengths, self.settings.tokens_per_batch, 0, 0, self.settings.pad_to_multiple
-        )
+        batches, _ = token_batches(*lengths, self.batch_tokens, 0, 0, self.settings.pad_to_multiple)
         loss_sum = nll_sum = tokens = 0.0
         for indices in batches[self.rank :: self.world]:
             batch = collate(
@@ -508,6 +518,7 @@ class Trainer:
             "seconds": round(self.state["seconds"], 2),
             "processes": self.world,
             "accumulation": self.accumulation,
+            "tokens_per_batch": self.batch_tokens,
             "precision": "bf16" if self.bf16 else "fp32",
             "device": str(self.device),
             "ranks_agree": self.ranks_agree(),

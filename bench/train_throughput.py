@@ -1,0 +1,283 @@
+"""Benchmark: training throughput of our trainer beside a naive baseline, in the same run.
+
+Ours: the paper's model (src/aiayn/model.py) in the DeepSpeed engine, length-bucketed token
+batches padded to multiples of 8, bf16 where the device has it. Naive: the same dimensions built
+from torch.nn.Transformer, fp32, batches of a fixed number of sentences in random order (no
+bucketing), plain Adam. Both train on the same synthetic corpus, whose sentence lengths follow
+a WMT-like distribution. Reported: real (non-pad) target tokens per second and, on a GPU,
+model-FLOPs utilisation against the device's peak. Prints one JSON line; --save writes it under
+bench/results/.
+
+    python bench/train_throughput.py                         # base and big at the paper's batch
+    python bench/train_throughput.py --presets tiny --tokens 2000 --steps 3   # CPU-sized
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT / "src"))
+
+from aiayn.batching import collate, token_batches  # noqa: E402
+from aiayn.model import Transformer, build_config, sinusoidal_positions  # noqa: E402
+from aiayn.train import label_smoothed_loss, step_plan, use_bf16  # noqa: E402
+
+PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense bf16
+
+
+def synthetic_corpus(pairs: int, vocab: int, seed: int = 0):
+    """Token ids with WMT-like lengths (median ~22 subwords, long tail), target ~1.1x source."""
+    rng = np.random.default_rng(seed)
+    source_lengths = np.clip(rng.lognormal(3.1, 0.55, pairs), 1, 200).astype(int)
+    target_lengths = np.clip((source_lengths * rng.normal(1.1, 0.15, pairs)).astype(int), 1, 220)
+    make = lambda lengths: [rng.integers(4, vocab, n) for n in lengths]  # noqa: E731
+    return make(source_lengths), make(target_lengths)
+
+
+def flops_per_step(config, batches) -> float:
+    """6 x parameters x tokens for the matrix products (encoder on source, decoder and the output
+    projection on target tokens) plus 6 x the attention score and value products."""
+    d, layers, h = config.d_model, config.n_layers, config.n_heads
+    d_k, d_v = config.head_dims
+    attention = 2 * d * h * d_k + 2 * d * h * d_v
+    ffn = 2 * d * config.d_ff
+    encoder, decoder = (
+        layers * (attention + ffn),
+        layers * (2 * attention + ffn) + d * config.vocab_size,
+    )
+    total = 0.0
+    for batch in batches:
+        src = (batch.source != 0).sum(1).double()
+        tgt = (batch.target_out != 0).sum(1).double()
+        total += 6 * (encoder * src.sum() + decoder * tgt.sum()).item()
+        scores = (
+            (src**2).sum() + (tgt**2).sum() / 2 + (src * tgt).sum()
+        )  # causal self-attention ~half
+        total += 6 * layers * 2 * h * (d_k + d_v) * scores.item() / 2
+    return total
+
+
+def measure(step_fn, steps: int, warmup: int, device) -> float:
+    for _ in range(warmup):
+        step_fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start, tokens = time.perf_counter(), 0
+    for _ in range(steps):
+        tokens += step_fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return tokens / (time.perf_counter() - start)
+
+
+def ours(config, corpus, args, device):
+    import deepspeed
+
+    from aiayn.schedule import lr_lambda
+
+    model = Transformer(config)
+    bf16 = use_bf16("auto", device)
+    accumulation, batch_tokens = step_plan(args.tokens, args.batch_tokens, 1)
+    engine, *_ = deepspeed.initialize(
+        model=model,
+        optimizer=torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9),
+        lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(
+            opt, lr_lambda(config.d_model, 4000)
+        ),
+        config={
+            "train_micro_batch_size_per_gpu": 1,
+            "gradient_accumulation_steps": accumulation,
+            "zero_optimization": {"stage": 1},
+            "zero_allow_untested_optimizer": True,
+            "bf16": {"enabled": bf16},
+            "steps_per_print": 1 << 30,
+        },
+    )
+    sources, targets = corpus
+    lengths = [len(s) + 1 for s in sources], [len(t) + 1 for t in targets]
+    batches, _ = token_batches(*lengths, batch_tokens, seed=1, epoch=0, pad_to=8)
+    position = 0
+    flops, tokens = [], []
+
+    def step():
+        nonlocal position
+        group = []
+        for _ in range(accumulation):
+            group.append(
+                collate(sources, targets, batches[position % len(batches)], pad_to=8).to(device)
+            )
+            position += 1
+        total = sum(b.target_tokens for b in group)
+        for batch in group:
+            loss, _ = label_smoothed_loss(
+                engine(batch.source, batch.target_in), batch.target_out, 0.1
+            )
+            engine.backward(loss / total, scale_wrt_gas=False)
+            engine.step()
+        flops.append(flops_per_step(config, group))
+        tokens.append(total)
+        return total
+
+    tokens_per_s = measure(step, args.steps, args.warmup, device)
+    return tokens_per_s, sum(flops) / sum(tokens), bf16
+
+
+class NaiveTransformer(torch.nn.Module):
+    """The same dimensions from torch.nn.Transformer, as a first attempt would write it."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.embed = torch.nn.Embedding(config.vocab_size, config.d_model, padding_idx=0)
+        self.core = torch.nn.Transformer(
+            config.d_model,
+            config.n_heads,
+            config.n_layers,
+            config.n_layers,
+            config.d_ff,
+            config.dropout,
+            batch_first=True,
+        )
+        self.register_buffer("positions", sinusoidal_positions(1024, config.d_model))
+
+    def embed_with_positions(self, ids):
+        return self.embed(ids) * math.sqrt(self.embed.embedding_dim) + self.positions[: ids.size(1)]
+
+    def forward(self, source, target_in):
+        embed = self.embed_with_positions
+        length = target_in.size(1)
+        causal = torch.ones(length, length, dtype=torch.bool, device=target_in.device).triu(
+            1
+        )  # True = hidden
+        out = self.core(
+            embed(source),
+            embed(target_in),
+            tgt_mask=causal,
+            src_key_padding_mask=source == 0,
+            tgt_key_padding_mask=target_in == 0,
+            memory_key_padding_mask=source == 0,
+        )
+        return out @ self.embed.weight.T
+
+
+def naive(config, corpus, args, device):
+    model = NaiveTransformer(config).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    sources, targets = corpus
+    mean = float(np.mean([max(len(s), len(t)) + 1 for s, t in zip(sources, targets, strict=True)]))
+    per_batch = max(1, int(args.batch_tokens / mean))
+    rng = np.random.default_rng(2)
+
+    def step():
+        indices = rng.choice(
+            len(sources), per_batch * max(1, round(args.tokens / args.batch_tokens)), replace=False
+        )
+        total = 0
+        optimizer.zero_grad(set_to_none=True)
+        for chunk in np.array_split(indices, max(1, len(indices) // per_batch)):
+            batch = collate(sources, targets, chunk).to(device)
+            logits = model(batch.source, batch.target_in)
+            loss = F.cross_entropy(
+                logits.reshape(-1, logits.size(-1)),
+                batch.target_out.reshape(-1),
+                ignore_index=0,
+                label_smoothing=0.1,
+            )
+            loss.backward()
+            total += batch.target_tokens
+        optimizer.step()
+        return total
+
+    return measure(step, args.steps, args.warmup, device)
+
+
+def device_name(device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    model = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line),
+        "CPU",
+    )
+    return f"CPU: {model}, {os.cpu_count()} cores, {torch.get_num_threads()} threads"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--presets", nargs="+", default=["base", "big"])
+    parser.add_argument(
+        "--tokens", type=int, default=25000, help="target tokens per optimizer step"
+    )
+    parser.add_argument("--batch-tokens", type=int, default=25000, help="tokens per forward pass")
+    parser.add_argument("--vocab", type=int, default=37000)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--pairs", type=int, default=20000)
+    parser.add_argument("--save", action="store_true")
+    args = parser.parse_args()
+
+    from aiayn.train import init_process
+
+    _, _, device = init_process()
+    name = device_name(device)
+    peak = next((value for key, value in PEAK_TFLOPS.items() if key in name), None)
+    corpus = synthetic_corpus(args.pairs, args.vocab)
+    results = []
+    for preset in args.presets:
+        config = build_config(args.vocab, preset)
+        torch.manual_seed(0)
+        ours_tps, flops_per_token, bf16 = ours(config, corpus, args, device)
+        naive_tps = naive(config, corpus, args, device)
+
+        def mfu(tokens_per_s, flops_per_token=flops_per_token):
+            return round(tokens_per_s * flops_per_token / (peak * 1e12), 4) if peak else None
+
+        results.append(
+            {
+                "preset": preset,
+                "tokens_per_step": args.tokens,
+                "precision": "bf16" if bf16 else "fp32",
+                "model_flops_per_target_token": round(flops_per_token),
+                "ours": {"target_tokens_per_s": round(ours_tps), "mfu": mfu(ours_tps)},
+                "naive_fp32_nn_transformer": {
+                    "target_tokens_per_s": round(naive_tps),
+                    "mfu": mfu(naive_tps),
+                },
+                "speedup": round(ours_tps / naive_tps, 2),
+            }
+        )
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT, capture_output=True, text=True
+    )
+    record = {
+        "bench": "train_throughput",
+        "device": name,
+        "peak_tflops": peak,
+        "commit": commit.stdout.strip(),
+        "date": datetime.date.today().isoformat(),
+        "steps": args.steps,
+        "results": results,
+    }
+    print(json.dumps(record))
+    if args.save:
+        kind = "gpu" if device.type == "cuda" else "cpu"
+        out = PROJECT / "bench" / "results" / f"train_throughput-{kind}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(record) + "\n")
+
+
+if __name__ == "__main__":
+    main()
