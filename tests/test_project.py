@@ -71,3 +71,12 @@ def test_train_throughput_benchmark_compares_ours_with_the_naive_baseline():
         row["ours"]["target_tokens_per_s"] / row["naive_fp32_nn_transformer"]["target_tokens_per_s"]
     )
     assert row["speedup"] == pytest.approx(ratio, abs=0.01)
+
+
+def test_ci_runs_exactly_the_readme_install_and_test_commands():
+    readme = (PROJECT / "README.md").read_text()
+    quick_start = readme.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in quick_start.strip().splitlines()]
+    assert commands == ['pip install -e ".[dev]"', "snakemake --cores all", "pytest"]
+    ci = (PROJECT / ".ci" / "run").read_text()
+    assert 'python -m pip install -e ".[dev]"' in ci and "\npytest || status=$?" in ci

@@ -49,6 +49,13 @@ def files(stage: str, *splits: str, suffixes=("en", "de", "json")) -> set[str]:
     return out
 
 
+@pytest.fixture
+def project_copy(project_copy):
+    """The workflow copy with the data stages only: the default config's trainings left out."""
+    edit_config(project_copy, lambda c: c.update(experiments=[]))
+    return project_copy
+
+
 SPM = {"data/toy/spm/bpe.model", "data/toy/spm/bpe.vocab", "data/toy/spm/bpe.json"}
 ALL_SPLITS = ("train", "dev", "test")
 
