@@ -202,6 +202,14 @@ def test_resuming_gives_the_same_weights_as_never_stopping(tmp_path, copy_data):
     assert resumed["steps"] == straight["steps"] == 12
     a, b = weights(straight), weights(resumed)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    saved = torch.load(
+        tmp_path / "halted/checkpoints/step00000012/mp_rank_00_model_states.pt", weights_only=False
+    )
+    assert saved["train_state"]["step"] == 12
+    spec = json.loads(halted.read_text())
+    assert saved["experiment"]["model"].items() >= spec["model"].items()
+    assert saved["experiment"]["train"]["max_steps"] == 12
+    assert saved["experiment"]["data"] == spec["data"]
     log = [
         json.loads(line) for line in (tmp_path / "halted" / "train.jsonl").read_text().splitlines()
     ]

@@ -104,6 +104,16 @@ class Experiment:
             train=TrainSettings(**spec["train"]),
         )
 
+    def as_dict(self) -> dict:
+        """The resolved experiment, as experiment.json holds it."""
+        return {
+            "name": self.name,
+            "run_dir": str(self.run_dir),
+            "data": {"train": list(self.train_data), "dev": list(self.dev_data)},
+            "model": asdict(self.model),
+            "train": asdict(self.train),
+        }
+
     def identity(self) -> str:
         """Hash of what decides the trained weights; checkpoints of another are not resumed."""
         trajectory = {k: getattr(self.train, k) for k in TrainSettings.TRAJECTORY}
@@ -468,7 +478,7 @@ class Trainer:
         self.engine.save_checkpoint(
             str(self.checkpoint_dir),
             tag=tag,
-            client_state={"train_state": dict(self.state)},
+            client_state={"train_state": dict(self.state), "experiment": self.exp.as_dict()},
             save_latest=False,
         )
         torch.save(ckpt.rng_state(), self.checkpoint_dir / tag / f"rng_rank{self.rank}.pt")
