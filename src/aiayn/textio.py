@@ -66,8 +66,12 @@ def read_lines(path: str | os.PathLike, stats: LineStats | None = None) -> Itera
 
 
 def count_lines(path: str | os.PathLike) -> int:
-    """Number of lines as read_lines counts them (a last line without a newline counts)."""
-    return sum(1 for _ in read_lines(path))
+    """Number of lines as read_lines counts them (a last line without a newline counts).
+
+    Counts bytes without decoding them: read_lines checks the encoding when the text is read.
+    """
+    with open_binary(path) as handle:
+        return sum(1 for _ in handle)
 
 
 @contextlib.contextmanager
