@@ -131,6 +131,11 @@ def test_editing_stage_code_reruns_that_stage(built):
     assert files("clean", *ALL_SPLITS) <= changed and not files("raw", *ALL_SPLITS) & changed
 
 
+def use_only_dataset(root: Path, name: str, spec: dict) -> None:
+    """Add a dataset to the config and make it the only one `snakemake` prepares."""
+    edit_config(root, lambda c: c.update(prepare=[name], datasets={**c["datasets"], name: spec}))
+
+
 def local_dataset(root: Path, source: list[str], target: list[str] | bytes) -> None:
     (root / "in").mkdir()
     (root / "in/train.en").write_text("".join(s + "\n" for s in source), encoding="utf-8")
@@ -138,22 +143,15 @@ def local_dataset(root: Path, source: list[str], target: list[str] | bytes) -> N
         (root / "in/train.de").write_bytes(target)
     else:
         (root / "in/train.de").write_text("".join(s + "\n" for s in target), encoding="utf-8")
-    edit_config(
+    use_only_dataset(
         root,
-        lambda c: c.update(
-            prepare=["mine"],
-            datasets={
-                **c["datasets"],
-                "mine": {
-                    "langs": ["en", "de"],
-                    "root": "in",
-                    "splits": {
-                        "train": {"source": "local", "paths": {"en": "train.en", "de": "train.de"}}
-                    },
-                    "subword": {"vocab_size": 30},
-                },
-            },
-        ),
+        "mine",
+        {
+            "langs": ["en", "de"],
+            "root": "in",
+            "splits": {"train": {"source": "local", "paths": {"en": "train.en", "de": "train.de"}}},
+            "subword": {"vocab_size": 30},
+        },
     )
 
 
@@ -203,26 +201,21 @@ def test_real_wmt_data_through_local_and_sacrebleu_sources(project_copy, tmp_pat
     """10k real WMT pairs (local files) and newstest2014 through sacrebleu's real extraction."""
     opennmt = shared("opennmt_toy_ende")
     cache = stage_sacrebleu_cache(tmp_path / "sacrebleu")
-    edit_config(
+    use_only_dataset(
         project_copy,
-        lambda c: c.update(
-            prepare=["wmt"],
-            datasets={
-                **c["datasets"],
-                "wmt": {
-                    "langs": ["en", "de"],
-                    "root": str(opennmt),
-                    "splits": {
-                        "train": {
-                            "source": "local",
-                            "paths": {"en": "src-train.txt", "de": "tgt-train.txt"},
-                        },
-                        "newstest2014": {"source": "sacrebleu", "test_set": "wmt14/full"},
-                    },
-                    "subword": {"vocab_size": 2000},
+        "wmt",
+        {
+            "langs": ["en", "de"],
+            "root": str(opennmt),
+            "splits": {
+                "train": {
+                    "source": "local",
+                    "paths": {"en": "src-train.txt", "de": "tgt-train.txt"},
                 },
+                "newstest2014": {"source": "sacrebleu", "test_set": "wmt14/full"},
             },
-        ),
+            "subword": {"vocab_size": 2000},
+        },
     )
     run_snakemake(project_copy, env={"SACREBLEU": str(cache)})
     record = json.loads((project_copy / "data/wmt/bin/newstest2014.en-de.json").read_text())
