@@ -20,14 +20,16 @@ include: "rules/data.smk"
 include: "rules/subword.smk"
 include: "rules/binarize.smk"
 include: "rules/train.smk"
+include: "rules/report.smk"
 
 
 check_experiments()
 
 
 rule all:
-    """Everything the config asks for: prepared datasets and every experiment's averaged model."""
+    """Everything the config asks for: prepared datasets, averaged models, the tables."""
     default_target: True
     input:
         prepared_data_files(),
         experiment_files(),
+        "results/tables/params.md",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 
@@ -16,6 +17,7 @@ from aiayn.model import (
     count_parameters,
     sinusoidal_positions,
 )
+from aiayn.report.params import PAPER_PARAMS_M, params_table
 
 V = 37000
 
@@ -150,20 +152,7 @@ def test_base_and_big_parameter_counts():
     assert millions("big") == pytest.approx(214.3, abs=0.1)
 
 
-# Table 3's parameter column (millions), with a shared vocabulary of 37000.
-PAPER = {
-    "base": 65,
-    "B_dk16": 58,
-    "B_dk32": 60,
-    "C_N2": 36,
-    "C_N4": 50,
-    "C_N8": 80,
-    "C_d256": 28,
-    "C_d1024": 168,
-    "C_dff1024": 53,
-    "C_dff4096": 90,
-    "big": 213,
-}
+PAPER = PAPER_PARAMS_M  # Table 3's parameter column (millions), shared vocabulary of 37000
 
 
 @pytest.mark.parametrize("row", sorted(set(PAPER) - {"C_d1024"}))
@@ -198,3 +187,16 @@ def test_every_table3_row_builds():
         assert config.n_layers in (2, 4, 6, 8)
     with pytest.raises(ValueError, match="unknown model preset"):
         build_config(V, "huge")
+
+
+def test_params_table_lists_every_preset_beside_the_paper():
+    table = params_table(V).set_index("model")
+    assert len(table) == 3 + len(TABLE3_ROWS)
+    assert (
+        table.loc["base", "params, ours (M)"] == 63.1
+        and table.loc["base", "params, paper (M)"] == 65
+    )
+    assert table.loc["big", "ours - paper (M)"] == pytest.approx(1.2, abs=0.05)
+    assert table.loc["A_h1", ["h", "d_k", "d_v"]].tolist() == [1, 512, 512]
+    assert table.loc["E_learned", "positions"] == "learned"
+    assert pd.isna(table.loc["tiny", "params, paper (M)"])

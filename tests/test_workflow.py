@@ -244,3 +244,13 @@ def test_multi30k_preset_with_its_root_pointed_at_local_copies(project_copy):
         assert record["en"]["sentences"] == record["de"]["sentences"]
         assert count is None or record["de"]["sentences"] == count
     assert load(project_copy / "data/multi30k/spm/bpe.model").get_piece_size() == 8000
+
+
+def test_parameter_table_and_the_snakemake_report(project_copy):
+    run_snakemake(project_copy, "results/tables/params.md")
+    markdown = (project_copy / "results/tables/params.md").read_text()
+    assert "| base      |   6 |       512 |" in markdown and "nan" not in markdown
+    assert "paper: Table 3 of Vaswani et al. 2017" in markdown
+    assert (project_copy / "results/tables/params.tex").read_text().startswith("\\begin{table}")
+    run_snakemake(project_copy, "--report", "report.html")
+    assert "params.md" in (project_copy / "report.html").read_text(errors="replace")

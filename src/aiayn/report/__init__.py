@@ -1,0 +1,1 @@
+"""Tables and figures for results/: the paper's numbers beside ours, always labelled as such."""
