@@ -11,7 +11,7 @@ import yaml
 
 from aiayn.binarize import IndexedDataset
 from aiayn.subword import load
-from tests.conftest import run_snakemake, shared, stage_sacrebleu_cache
+from tests.conftest import PROJECT, run_snakemake, shared, stage_sacrebleu_cache
 
 pytestmark = pytest.mark.workflow
 
@@ -227,6 +227,11 @@ def test_real_wmt_data_through_local_and_sacrebleu_sources(project_copy, tmp_pat
 
 
 def test_multi30k_preset_with_its_root_pointed_at_local_copies(project_copy):
+    (
+        project_copy / "config.yaml"
+    ).write_text(  # the default config as shipped, experiments included
+        (PROJECT / "config.yaml").read_text()
+    )
     """The preset as users run it, with the one-line override tests and offline users need."""
     root = shared("multi30k", "raw_gz")
     run_snakemake(
@@ -238,7 +243,7 @@ def test_multi30k_preset_with_its_root_pointed_at_local_copies(project_copy):
     )
     raw = json.loads((project_copy / "data/multi30k/raw/test_2016_flickr.en-de.json").read_text())
     assert raw["files"] == [f"{root}/test_2016_flickr.en.gz", f"{root}/test_2016_flickr.de.gz"]
-    assert not (project_copy / "data/toy").exists()
+    assert not (project_copy / "data/toy").exists() and not (project_copy / "runs").exists()
     for split, count in (("train", None), ("val", 1014), ("test_2016_flickr", 1000)):
         record = json.loads((project_copy / f"data/multi30k/bin/{split}.en-de.json").read_text())
         assert record["en"]["sentences"] == record["de"]["sentences"]
