@@ -190,8 +190,9 @@ def test_wmt14_preset_plans_the_full_data_stages(project_copy):
         "binarize": 4,
         "train": 2,
         "average": 2,
+        "params_table": 1,
         "all": 1,
-        "total": 18,
+        "total": 19,
     }
     assert "data/wmt14_en_de/bin/newstest2014_filtered.en-de.de.idx" in result.stdout
     assert "data/toy/" not in result.stdout
