@@ -9,7 +9,7 @@ SRC_DIR = Path(workflow.basedir) / "src" / "aiayn"
 sys.path.insert(0, str(SRC_DIR.parent))
 
 from aiayn.data.sources import is_url, local_files
-from aiayn.experiments import bin_prefixes, resolve
+from aiayn.experiments import resolve, split_prefixes
 from aiayn.workflow import use_this_checkout
 
 use_this_checkout(SRC_DIR.parent)
@@ -82,12 +82,9 @@ def local_inputs(wildcards):
 
 
 def split_files(stage, name, split, suffixes=("",)):
-    """data/{name}/{stage}/{split}.{src}-{tgt}.{lang}{suffix} for both languages."""
-    return [
-        f"data/{name}/{stage}/{split}.{pair(name)}.{lang}{suffix}"
-        for lang in langs(name)
-        for suffix in suffixes
-    ]
+    """The files of one split at one stage, both languages, each with every suffix."""
+    prefixes = split_prefixes(name, langs(name), split, stage)
+    return [prefix + suffix for prefix in prefixes for suffix in suffixes]
 
 
 def prepared_data_files():
@@ -125,8 +122,7 @@ def experiment_data(name, role):
     """The binarized train or dev split an experiment reads."""
     entry = experiment(name)
     split = "train" if role == "train" else entry["dev_split"]
-    prefixes = bin_prefixes(entry["dataset"], langs(entry["dataset"]), split)
-    return [prefix + suffix for prefix in prefixes for suffix in (".bin", ".idx")]
+    return split_files("bin", entry["dataset"], split, (".bin", ".idx"))
 
 
 def experiment_files():

@@ -13,9 +13,13 @@ from aiayn.model import build_config
 from aiayn.train import TrainSettings
 
 
-def bin_prefixes(dataset_name: str, langs: list[str], split: str) -> list[str]:
+def split_prefixes(
+    dataset_name: str, langs: list[str], split: str, stage: str = "bin"
+) -> list[str]:
+    """data/{dataset}/{stage}/{split}.{src}-{tgt}.{lang} for both languages: the one place the
+    data stages' file names are spelled."""
     pair = "-".join(langs)
-    return [f"data/{dataset_name}/bin/{split}.{pair}.{lang}" for lang in langs]
+    return [f"data/{dataset_name}/{stage}/{split}.{pair}.{lang}" for lang in langs]
 
 
 def resolve(experiment: dict, datasets: dict) -> dict:
@@ -45,8 +49,8 @@ def resolve(experiment: dict, datasets: dict) -> dict:
         "name": name,
         "run_dir": f"runs/{name}",
         "data": {
-            "train": bin_prefixes(dataset_name, dataset["langs"], "train"),
-            "dev": bin_prefixes(dataset_name, dataset["langs"], dev),
+            "train": split_prefixes(dataset_name, dataset["langs"], "train"),
+            "dev": split_prefixes(dataset_name, dataset["langs"], dev),
         },
         "model": asdict(model),
         "train": asdict(train),
