@@ -108,14 +108,25 @@ class MultiHeadAttention(nn.Module):
         batch, length, _ = x.shape
         return x.view(batch, length, self.h, d).transpose(1, 2)  # (B, h, T, d)
 
+    def keys_values(self, key, value) -> tuple[torch.Tensor, torch.Tensor]:
+        """K W^K and V W^V split into heads: (B, h, Tk, d_k), (B, h, Tk, d_v).
+
+        Decoding computes them once per encoder output and once per new target position.
+        """
+        return self.split_heads(self.w_k(key), self.d_k), self.split_heads(
+            self.w_v(value), self.d_v
+        )
+
     def forward(self, query, key, value, mask=None, return_weights: bool = False):
         """query (B, Tq, d_model), key/value (B, Tk, d_model).
 
         mask: boolean, broadcastable to (B, h, Tq, Tk), True where attention is allowed.
         """
+        return self.attend(query, *self.keys_values(key, value), mask, return_weights)
+
+    def attend(self, query, k, v, mask=None, return_weights: bool = False):
+        """Attention of query (B, Tq, d_model) over projected keys and values (see keys_values)."""
         q = self.split_heads(self.w_q(query), self.d_k)  # (B, h, Tq, d_k)
-        k = self.split_heads(self.w_k(key), self.d_k)  # (B, h, Tk, d_k)
-        v = self.split_heads(self.w_v(value), self.d_v)  # (B, h, Tk, d_v)
         dropout = self.attention_dropout if self.training else 0.0
         if return_weights:
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, h, Tq, Tk)
@@ -182,6 +193,23 @@ class DecoderLayer(nn.Module):
     def forward(self, y, memory, target_mask, memory_mask):
         y = self.residual_1(y, self.self_attention(y, y, y, target_mask)[0])
         y = self.residual_2(y, self.encoder_attention(y, memory, memory, memory_mask)[0])
+        return self.residual_3(y, self.feed_forward(y))
+
+    def step(self, y, cache: dict, memory_mask):
+        """One new target position y (B, 1, d_model), attending to the cached earlier ones.
+
+        cache holds this layer's self-attention keys/values so far ("self_k", "self_v", grown
+        here) and the encoder output's projected keys/values ("memory_k", "memory_v").
+        """
+        k, v = self.self_attention.keys_values(y, y)  # (B, h, 1, d_k), (B, h, 1, d_v)
+        if "self_k" in cache:
+            k, v = torch.cat([cache["self_k"], k], dim=2), torch.cat([cache["self_v"], v], dim=2)
+        cache["self_k"], cache["self_v"] = k, v  # (B, h, t, d_k), (B, h, t, d_v)
+        y = self.residual_1(y, self.self_attention.attend(y, k, v)[0])
+        attended = self.encoder_attention.attend(
+            y, cache["memory_k"], cache["memory_v"], memory_mask
+        )
+        y = self.residual_2(y, attended[0])
         return self.residual_3(y, self.feed_forward(y))
 
 
@@ -283,6 +311,24 @@ class Transformer(nn.Module):
 
     def forward(self, source, target_in):
         return self.decode(target_in, self.encode(source), source)
+
+    def start_cache(self, memory) -> list[dict]:
+        """Per decoder layer, the encoder output's keys and values, computed once per sentence."""
+        cache = []
+        for layer in self.decoder:
+            k, v = layer.encoder_attention.keys_values(memory, memory)
+            cache.append({"memory_k": k, "memory_v": v})
+        return cache
+
+    def decode_step(self, last_tokens, position: int, cache: list[dict], memory_mask):
+        """Incremental decoding: last_tokens (B, 1) at `position` -> logits (B, V) of the next.
+
+        Equal to decode() on the whole prefix, but each step costs one position, not the prefix.
+        """
+        y = self.embeddings(last_tokens, offset=position)  # (B, 1, d_model)
+        for layer, layer_cache in zip(self.decoder, cache, strict=True):
+            y = layer.step(y, layer_cache, memory_mask)
+        return F.linear(y[:, -1], self.embeddings.tokens.weight)  # (B, V)
 
 
 def count_parameters(config: TransformerConfig) -> int:

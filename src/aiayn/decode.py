@@ -1,0 +1,230 @@
+"""Beam search as in the paper (section 6.1): beam 4, length penalty alpha 0.6, max length
+source + 50, early termination.
+
+The search is written against a small step-model interface (start, log_probs, keep), so it runs
+on the Transformer with cached keys/values (IncrementalDecoder), on the same Transformer
+recomputing the whole prefix every step (RecomputingDecoder: the naive baseline and the check
+that caching changes nothing), or on a hand-written table of probabilities in the tests.
+
+Conventions (those of tensor2tensor and fairseq):
+- A hypothesis' length counts its tokens including EOS; its score is
+  log P(y | x) / lp(length) with lp(length) = ((5 + length) / 6) ** alpha (Wu et al., 2016).
+- At most `source length + max_length_offset` tokens come before EOS; then EOS is forced.
+- Each step ranks the 2 x beam best extensions of the live hypotheses; an EOS among the first
+  `beam` of them finishes a hypothesis, and the first `beam` others stay alive.
+- A sentence stops as soon as no live hypothesis can beat its best finished one: log
+  probabilities only fall as tokens are added, so a live hypothesis' best possible score is its
+  log probability over the largest length penalty it could still reach. Finished sentences leave
+  the batch, so the remaining ones decode faster.
+- Equal scores are ranked by lower beam index, then lower token id; among equally scored
+  finished hypotheses the first found wins.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from aiayn.subword import BOS_ID, EOS_ID, PAD_ID
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    search: str = "beam"  # or "greedy": stop at the first EOS of the single best path
+    beam: int = 4
+    alpha: float = 0.6
+    max_length_offset: int = 50  # at most source length + this many tokens before EOS
+    batch_tokens: int = 4000  # source tokens (padded) per batch of sentences
+
+    def __post_init__(self):
+        if self.search not in ("beam", "greedy"):
+            raise ValueError(f"decode.search must be 'beam' or 'greedy', not {self.search!r}")
+        if self.beam < 1 or self.batch_tokens < 1 or self.max_length_offset < 0:
+            raise ValueError(
+                "decode.beam and decode.batch_tokens must be >= 1, max_length_offset >= 0"
+            )
+
+    @property
+    def beam_size(self) -> int:
+        return 1 if self.search == "greedy" else self.beam
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # without BOS and EOS
+    log_prob: float  # log P(tokens + EOS | source)
+    score: float  # log_prob / lp(len(tokens) + 1)
+
+
+def length_penalty(length: int | float, alpha: float) -> float:
+    """lp(Y) = ((5 + |Y|) / 6) ** alpha, |Y| counting EOS."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+class StepModel(Protocol):
+    def start(self, source: torch.Tensor, beam: int) -> None:
+        """Prepare for source (B, S); the rows of later calls are B x beam, sentence-major."""
+
+    def log_probs(self, prefix: torch.Tensor) -> torch.Tensor:
+        """prefix (R, t) starting with BOS -> log-probabilities (R, V) of the next token."""
+
+    def keep(self, rows: torch.Tensor) -> None:
+        """Keep (and reorder) these rows of the state: beams chosen, finished sentences gone."""
+
+
+def ranked_candidates(scores: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The `count` best entries of each row of scores (n, k*V), best first, ties by lower index."""
+    top_scores, top_index = scores.topk(count, dim=1)
+    top_index, by_index = top_index.sort(dim=1)
+    top_scores = top_scores.gather(1, by_index)
+    top_scores, by_score = top_scores.sort(dim=1, descending=True, stable=True)
+    return top_scores, top_index.gather(1, by_score)
+
+
+@torch.no_grad()
+def beam_search(
+    model: StepModel, source: torch.Tensor, source_lengths: torch.Tensor, settings: DecodeSettings
+) -> list[Hypothesis]:
+    """Best hypothesis of every sentence of source (B, S); source_lengths (B,) exclude EOS."""
+    k, alpha = settings.beam_size, settings.alpha
+    device, batch = source.device, source.size(0)
+    max_length = (source_lengths.to(device) + settings.max_length_offset).tolist()
+    model.start(source, k)
+    prefix = torch.full((batch * k, 1), BOS_ID, dtype=torch.long, device=device)
+    alive = torch.full((batch, k), -math.inf, device=device)
+    alive[:, 0] = 0.0  # all beams start as the same empty hypothesis: expand only one
+    active = list(range(batch))  # original sentence of each row block
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    for t in range(max(max_length) + 1):
+        n = len(active)
+        log_probs = model.log_probs(prefix).float()  # (n*k, V)
+        vocab = log_probs.size(-1)
+        log_probs[:, PAD_ID] = log_probs[:, BOS_ID] = -math.inf
+        at_limit = torch.tensor([max_length[s] <= t for s in active], device=device)
+        if at_limit.any():  # the longest allowed: only EOS may follow
+            rows = at_limit.repeat_interleave(k)
+            eos = log_probs[rows, EOS_ID].clamp(min=-1e9)  # forced, even if improbable
+            log_probs[rows] = -math.inf
+            log_probs[rows, EOS_ID] = eos
+        candidates = (alive.unsqueeze(2) + log_probs.view(n, k, vocab)).view(n, k * vocab)
+        scores, index = ranked_candidates(candidates, min(2 * k, k * vocab))
+        beam_of, token_of = index // vocab, index % vocab
+        is_eos = token_of == EOS_ID
+        ends = is_eos[:, :k] & torch.isfinite(scores[:, :k])
+        for i, j in ends.nonzero().tolist():
+            tokens = prefix[i * k + beam_of[i, j], 1:].tolist()
+            log_prob = scores[i, j].item()
+            hypothesis = Hypothesis(tokens, log_prob, log_prob / length_penalty(t + 1, alpha))
+            finished[active[i]].append(hypothesis)
+        stay = is_eos.long().argsort(dim=1, stable=True)[:, :k]  # first k non-EOS, in rank order
+        alive = scores.gather(1, stay)  # (n, k)
+        rows = torch.arange(n, device=device).unsqueeze(1) * k + beam_of.gather(1, stay)
+        new_tokens = token_of.gather(1, stay)
+        done = [
+            sentence_done(finished[s], alive[i], t, max_length[s], alpha, settings.search)
+            for i, s in enumerate(active)
+        ]
+        if all(done):
+            break
+        keep = torch.tensor([not d for d in done], device=device)
+        active = [s for s, d in zip(active, done, strict=True) if not d]
+        rows, alive = rows[keep].view(-1), alive[keep]
+        model.keep(rows)
+        prefix = torch.cat([prefix[rows], new_tokens[keep].view(-1, 1)], dim=1)
+    return [max(hypotheses, key=lambda h: h.score) for hypotheses in finished]
+
+
+def sentence_done(
+    finished: list[Hypothesis],
+    alive: torch.Tensor,
+    t: int,
+    max_length: int,
+    alpha: float,
+    search: str,
+) -> bool:
+    """Whether a sentence can stop after step t (its live hypotheses have t + 1 tokens)."""
+    if t >= max_length or not torch.isfinite(alive).any():
+        return True
+    if not finished:
+        return False
+    if search == "greedy":
+        return True
+    best_alive = alive.max().item()  # <= 0, and only falls as tokens are added
+    largest_penalty = max(length_penalty(t + 2, alpha), length_penalty(max_length + 1, alpha))
+    return max(h.score for h in finished) >= best_alive / largest_penalty
+
+
+class IncrementalDecoder:
+    """The Transformer one position per step: cached self-attention keys/values, the encoder
+    output's keys/values projected once per sentence and shared by its beams."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def start(self, source: torch.Tensor, beam: int) -> None:
+        memory = self.model.encode(source)  # (B, S, d_model), once per sentence, not per beam
+        self.memory_mask = self.model.source_mask(source).repeat_interleave(beam, dim=0)
+        self.cache = self.model.start_cache(memory.repeat_interleave(beam, dim=0))
+
+    def log_probs(self, prefix: torch.Tensor) -> torch.Tensor:
+        position = prefix.size(1) - 1
+        logits = self.model.decode_step(prefix[:, -1:], position, self.cache, self.memory_mask)
+        return F.log_softmax(logits.float(), dim=-1)
+
+    def keep(self, rows: torch.Tensor) -> None:
+        self.memory_mask = self.memory_mask[rows]
+        for layer in self.cache:
+            for name, tensor in layer.items():
+                layer[name] = tensor[rows]
+
+
+class RecomputingDecoder:
+    """The naive way: run the whole decoder over the whole prefix at every step."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def start(self, source: torch.Tensor, beam: int) -> None:
+        self.source = source.repeat_interleave(beam, dim=0)
+        self.memory = self.model.encode(source).repeat_interleave(beam, dim=0)
+
+    def log_probs(self, prefix: torch.Tensor) -> torch.Tensor:
+        logits = self.model.decode(prefix, self.memory, self.source)[:, -1]
+        return F.log_softmax(logits.float(), dim=-1)
+
+    def keep(self, rows: torch.Tensor) -> None:
+        self.source, self.memory = self.source[rows], self.memory[rows]
+
+
+def length_sorted_batches(
+    lengths: np.ndarray, batch_tokens: int, pad_to: int = 8
+) -> list[np.ndarray]:
+    """Sentence indices, longest first, cut so that sentences x padded length <= batch_tokens."""
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    batches, current, longest = [], [], 0
+    for index in order:
+        padded = -(-(int(lengths[index]) + 1) // pad_to) * pad_to  # + EOS, rounded up
+        if current and (len(current) + 1) * max(longest, padded) > batch_tokens:
+            batches.append(np.array(current))
+            current, longest = [], 0
+        current.append(index)
+        longest = max(longest, padded)
+    if current:
+        batches.append(np.array(current))
+    return batches
+
+
+def source_batch(sentences: list[np.ndarray], pad_to: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+    """Padded source ids (B, S) with EOS appended, as in training, and the lengths without EOS."""
+    lengths = torch.tensor([len(s) for s in sentences])
+    width = -(-(int(lengths.max()) + 1) // pad_to) * pad_to
+    source = torch.full((len(sentences), width), PAD_ID, dtype=torch.long)
+    for row, ids in enumerate(sentences):
+        source[row, : len(ids)] = torch.as_tensor(np.asarray(ids, dtype=np.int64))
+        source[row, len(ids)] = EOS_ID
+    return source, lengths

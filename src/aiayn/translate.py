@@ -1,0 +1,105 @@
+"""Translate a binarized test set with a trained model: batches sorted by length, beam search,
+detokenized output in input order; and encoder self-attention maps for the figures."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from aiayn.checkpoint import load_weights
+from aiayn.decode import (
+    DecodeSettings,
+    Hypothesis,
+    IncrementalDecoder,
+    RecomputingDecoder,
+    beam_search,
+    length_sorted_batches,
+    source_batch,
+)
+from aiayn.logs import progress
+from aiayn.model import Transformer, TransformerConfig
+
+log = logging.getLogger(__name__)
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def load_model(path: str | Path, device: torch.device) -> tuple[Transformer, dict]:
+    """A model from a weights file (a checkpoint's or the averaged one), in eval mode."""
+    payload = load_weights(path)
+    model = Transformer(TransformerConfig(**payload["model_config"]))
+    model.load_state_dict(payload["state_dict"])
+    return model.to(device).eval(), payload
+
+
+def autocast(device: torch.device):
+    """bf16 matrix products on GPUs that have them; fp32 elsewhere."""
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def translate(
+    model: Transformer,
+    sentences: list[np.ndarray],
+    settings: DecodeSettings,
+    incremental: bool = True,
+    desc: str = "decode",
+) -> tuple[list[Hypothesis], dict]:
+    """Best hypothesis per source sentence (token ids without EOS), in input order, and timings."""
+    device = next(model.parameters()).device
+    lengths = np.array([len(s) for s in sentences])
+    batches = length_sorted_batches(lengths, max(settings.batch_tokens, int(lengths.max()) + 8))
+    stepper = IncrementalDecoder(model) if incremental else RecomputingDecoder(model)
+    results: list[Hypothesis | None] = [None] * len(sentences)
+    start = time.perf_counter()
+    with progress(total=len(sentences), desc=desc, unit=" sentences") as bar, autocast(device):
+        for indices in batches:
+            source, source_lengths = source_batch([sentences[i] for i in indices])
+            for index, hypothesis in zip(
+                indices,
+                beam_search(stepper, source.to(device), source_lengths, settings),
+                strict=True,
+            ):
+                results[index] = hypothesis
+            bar.update(len(indices))
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    output_tokens = sum(len(h.tokens) + 1 for h in results)
+    timing = {
+        "sentences": len(sentences),
+        "batches": len(batches),
+        "seconds": round(seconds, 3),
+        "sentences_per_s": len(sentences) / seconds,
+        "target_tokens_per_s": output_tokens / seconds,
+        "output_tokens": output_tokens,
+        "at_max_length": sum(
+            len(h.tokens) >= len(s) + settings.max_length_offset
+            for h, s in zip(results, sentences, strict=True)
+        ),
+    }
+    return results, timing
+
+
+@torch.no_grad()
+def encoder_attention(model: Transformer, ids: list[int]) -> np.ndarray:
+    """Encoder self-attention weights of one sentence (+EOS): (layers, heads, S, S)."""
+    device = next(model.parameters()).device
+    source, _ = source_batch([np.asarray(ids)], pad_to=1)
+    _, weights = model.encode(source.to(device), return_weights=True)
+    return torch.stack([w[0] for w in weights]).float().cpu().numpy()
+
+
+def figure_layer(n_layers: int) -> int:
+    """The paper's figures show layer 5 of 6: the last-but-one layer (0-based index)."""
+    return max(n_layers - 2, 0)

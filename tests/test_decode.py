@@ -1,0 +1,244 @@
+"""Beam search against hand-written per-step probabilities (as fairseq tests its generator), and
+the Transformer's cached decoding against full recomputation."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from aiayn.decode import (
+    DecodeSettings,
+    IncrementalDecoder,
+    RecomputingDecoder,
+    beam_search,
+    length_penalty,
+    length_sorted_batches,
+    source_batch,
+)
+from aiayn.model import Transformer, build_config
+from aiayn.subword import EOS_ID
+
+W1, W2 = 4, 5  # two "words" after pad 0, unk 1, bos 2, eos 3
+VOCAB = 6
+
+
+class TableModel:
+    """Next-token probabilities looked up by (first source token, generated prefix)."""
+
+    def __init__(self, table, default=None):
+        self.table, self.default, self.calls, self.rows_seen = table, default, 0, []
+
+    def start(self, source, beam):
+        self.keys = source[:, 0].repeat_interleave(beam).tolist()
+
+    def log_probs(self, prefix):
+        self.calls += 1
+        self.rows_seen.append(prefix.size(0))
+        rows = []
+        for key, row in zip(self.keys, prefix.tolist(), strict=True):
+            if any(token < W1 for token in row[1:]):  # a dead beam (score -inf) extended
+                rows.append([1 / VOCAB] * VOCAB)
+                continue
+            probs = self.table.get((key, tuple(row[1:])), self.default)
+            assert probs is not None, f"the search asked for an unexpected prefix {row}"
+            rows.append(probs)
+        return torch.tensor(rows, dtype=torch.float64).log()
+
+    def keep(self, rows):
+        self.keys = [self.keys[r] for r in rows.tolist()]
+
+
+def dist(eos=0.0, w1=0.0, w2=0.0):
+    return [0.0, 0.0, 0.0, eos, w1, w2]
+
+
+def search(model, source_lengths=(1,), first_tokens=None, **settings):
+    first_tokens = first_tokens or [7] * len(source_lengths)
+    source = torch.full((len(source_lengths), 2), EOS_ID)
+    source[:, 0] = torch.tensor(first_tokens)
+    options = {"beam": 2, "max_length_offset": 2, **settings}
+    return beam_search(model, source, torch.tensor(source_lengths), DecodeSettings(**options))
+
+
+# Step 0: EOS 0.5 or W1 0.5; after W1: EOS 0.9. The empty output has log(0.5) at length 1 (lp 1);
+# [W1] has log(0.45) at length 2, lp (7/6)^alpha.
+TWO_PATHS = {(7, ()): dist(eos=0.5, w1=0.5), (7, (W1,)): dist(eos=0.9, w1=0.1)}
+
+
+def test_length_penalty_formula():
+    assert length_penalty(1, 0.6) == 1.0
+    assert length_penalty(7, 0.6) == pytest.approx(2.0**0.6)
+    assert length_penalty(10, 0.0) == 1.0
+
+
+def test_without_length_penalty_the_shorter_output_wins_and_search_stops_early():
+    model = TableModel(TWO_PATHS)
+    (best,) = search(model, alpha=0.0)
+    assert best.tokens == []
+    assert best.score == pytest.approx(math.log(0.5))
+    # EOS and W1 tie at step 0; EOS (lower id) ranks first and finishes. The live [W1] can at
+    # best reach log(0.5) / lp = log(0.5) with alpha 0: it cannot beat the finished one.
+    assert model.calls == 1
+
+
+@pytest.mark.parametrize(
+    ("alpha", "tokens", "score"),
+    [
+        (0.6, [], math.log(0.5)),  # log(0.45) / (7/6)^0.6 = -0.728 < -0.693
+        (1.0, [W1], math.log(0.45) / (7 / 6)),  # -0.684 > -0.693
+    ],
+)
+def test_length_penalty_changes_the_winner(alpha, tokens, score):
+    model = TableModel(TWO_PATHS)
+    (best,) = search(model, alpha=alpha)
+    assert best.tokens == tokens
+    assert best.score == pytest.approx(score)
+    assert best.log_prob == pytest.approx(math.log(0.5) if not tokens else math.log(0.45))
+    assert model.calls == 2
+
+
+def test_max_length_forces_eos():
+    # Every step: W1 0.9, EOS 0.1. With alpha 1 longer is better: score(n) = (n log 0.9 +
+    # log 0.1) / ((6 + n) / 6) keeps rising, so the output is as long as allowed.
+    model = TableModel({}, default=dist(eos=0.1, w1=0.9))
+    (best,) = search(model, source_lengths=(1,), alpha=1.0, max_length_offset=2)
+    assert best.tokens == [W1, W1, W1]  # source length 1 + 2
+    assert best.score == pytest.approx((3 * math.log(0.9) + math.log(0.1)) / 1.5)
+    assert model.calls == 4  # steps 0..3; step 3 may only emit EOS
+    (longer,) = search(TableModel({}, default=dist(eos=0.1, w1=0.9)), (4,), alpha=1.0)
+    assert longer.tokens == [W1] * 6
+
+
+def test_forced_eos_finishes_even_when_eos_is_impossible():
+    (best,) = search(TableModel({}, default=dist(w1=1.0)), alpha=0.6, max_length_offset=1)
+    assert best.tokens == [W1, W1]
+    assert best.score < -1e8
+
+
+def test_ties_go_to_the_lower_token_id():
+    table = {
+        (7, ()): dist(w1=0.45, w2=0.45, eos=0.1),
+        (7, (W1,)): dist(eos=1.0),
+        (7, (W2,)): dist(eos=1.0),
+    }
+    (best,) = search(TableModel(table), alpha=0.6)
+    assert best.tokens == [W1]
+    assert best.score == pytest.approx(math.log(0.45) / (7 / 6) ** 0.6)
+
+
+# Step 0 ranks W1 0.4, W2 0.35, EOS 0.25; then EOS 0.6. The empty output (log 0.25) would beat
+# every other (best: [W1], log 0.24), but with beam 2 its EOS ranks third.
+EOS_THIRD = {
+    (7, ()): dist(w1=0.4, w2=0.35, eos=0.25),
+    (7, (W1,)): dist(eos=0.6, w1=0.4),
+    (7, (W2,)): dist(eos=0.6, w2=0.4),
+}
+
+
+def test_eos_outside_the_first_beam_candidates_does_not_finish():
+    model = TableModel(EOS_THIRD)
+    (best,) = search(model, alpha=0.0)
+    assert best.tokens == [W1]  # fairseq's rule: only EOS among the first `beam` candidates
+    assert best.score == pytest.approx(math.log(0.24))
+    assert model.calls == 2  # live [W1 W1] (log 0.16) cannot beat log 0.24: stop
+    (wide,) = search(TableModel(EOS_THIRD), beam=3, alpha=0.0)
+    assert wide.tokens == [] and wide.score == pytest.approx(math.log(0.25))
+
+
+def test_greedy_takes_the_single_best_path():
+    (best,) = search(TableModel(EOS_THIRD), beam=4, search="greedy", alpha=0.0)
+    assert best.tokens == [W1]
+    assert best.log_prob == pytest.approx(math.log(0.24))
+
+
+def test_a_batch_gives_each_sentence_its_own_result_and_drops_finished_ones():
+    table = {
+        **TWO_PATHS,
+        (8, ()): dist(w2=0.9, eos=0.1),
+        (8, (W2,)): dist(w2=0.9, eos=0.1),
+        (8, (W2, W2)): dist(eos=1.0),
+    }
+    model = TableModel(table)
+    first, second = search(model, (1, 3), first_tokens=[7, 8], alpha=0.0)
+    assert first.tokens == [] and first.score == pytest.approx(math.log(0.5))
+    assert second.tokens == [W2, W2] and second.score == pytest.approx(math.log(0.81))
+    assert model.rows_seen == [4, 2, 2]  # sentence 1 left after step 0
+    (alone,) = search(TableModel(table), (3,), first_tokens=[8], alpha=0.0)
+    assert alone.tokens == second.tokens and alone.score == pytest.approx(second.score)
+
+
+def exhaustive_best(table, max_tokens, alpha):
+    best = None
+    for length in range(max_tokens + 1):
+        for words in itertools.product((W1, W2), repeat=length):
+            log_prob = sum(math.log(table[words[:i]][w]) for i, w in enumerate(words))
+            log_prob += math.log(table[words][EOS_ID])
+            score = log_prob / length_penalty(length + 1, alpha)
+            if best is None or score > best[1] + 1e-12:
+                best = (list(words), score)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.5])
+def test_a_wide_beam_finds_the_exhaustive_best(seed, alpha):
+    rng = np.random.default_rng(seed)
+    prefixes = [p for n in range(4) for p in itertools.product((W1, W2), repeat=n)]
+    table = {}
+    for prefix in prefixes:
+        eos, w1, w2 = rng.dirichlet([1.0, 1.0, 1.0])
+        table[prefix] = dist(eos, w1, w2)
+    model = TableModel({(7, p): probs for p, probs in table.items()})
+    (best,) = search(model, (1,), beam=8, alpha=alpha, max_length_offset=2)
+    tokens, score = exhaustive_best(table, 3, alpha)
+    assert best.tokens == tokens
+    assert best.score == pytest.approx(score)
+
+
+def random_model(**overrides):
+    torch.manual_seed(0)
+    config = build_config(40, "tiny", n_layers=2, d_model=32, d_ff=64, n_heads=4, **overrides)
+    return Transformer(config).eval()
+
+
+@pytest.mark.parametrize("positions", ["sinusoidal", "learned"])
+def test_cached_decoding_equals_recomputing_the_prefix(positions):
+    model = random_model(positions=positions)
+    rng = np.random.default_rng(1)
+    sentences = [rng.integers(4, 40, size=n) for n in (3, 9, 5, 12)]
+    source, lengths = source_batch(sentences)
+    settings = DecodeSettings(beam=4, alpha=0.6, max_length_offset=6)
+    fast = beam_search(IncrementalDecoder(model), source, lengths, settings)
+    slow = beam_search(RecomputingDecoder(model), source, lengths, settings)
+    for a, b in zip(fast, slow, strict=True):
+        assert a.tokens == b.tokens
+        assert a.score == pytest.approx(b.score, abs=1e-5)
+
+
+def test_decode_step_matches_the_full_decoder():
+    model = random_model()
+    source, _ = source_batch([np.array([5, 6, 7]), np.array([8, 9])])
+    target = torch.tensor([[2, 10, 11, 12], [2, 13, 14, 15]])
+    memory = model.encode(source)
+    full = model.decode(target, memory, source)  # (B, T, V)
+    cache, mask = model.start_cache(memory), model.source_mask(source)
+    for position in range(target.size(1)):
+        step = model.decode_step(target[:, position : position + 1], position, cache, mask)
+        torch.testing.assert_close(step, full[:, position], rtol=1e-5, atol=1e-5)
+
+
+def test_batches_are_sorted_by_length_and_within_the_budget():
+    lengths = np.array([5, 30, 12, 7, 29, 1])
+    batches = length_sorted_batches(lengths, batch_tokens=64)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(6))
+    assert batches[0].tolist() == [1, 4]  # longest first: 2 x 32 padded tokens
+    for batch in batches:
+        width = max(-(-(lengths[i] + 1) // 8) * 8 for i in batch)
+        assert len(batch) * width <= 64
+
+
+def test_bad_decode_settings_are_refused():
+    with pytest.raises(ValueError, match="decode.search"):
+        DecodeSettings(search="sampling")
