@@ -1,4 +1,5 @@
-"""Reproducing "Attention Is All You Need": data -> subword -> binarize -> train -> average.
+"""Reproducing "Attention Is All You Need": data -> subword -> binarize -> train -> average ->
+decode -> score -> report.
 
 Run `snakemake --cores all` for the embedded default (the toy corpus, CPU, minutes), or add
 `--configfile configs/<preset>.yaml`. The README lists every command.
@@ -20,6 +21,8 @@ include: "rules/data.smk"
 include: "rules/subword.smk"
 include: "rules/binarize.smk"
 include: "rules/train.smk"
+include: "rules/decode.smk"
+include: "rules/score.smk"
 include: "rules/report.smk"
 
 
@@ -27,9 +30,11 @@ check_experiments()
 
 
 rule all:
-    """Everything the config asks for: prepared datasets, averaged models, the tables."""
+    """Everything the config asks for: prepared data, trained models, scores, tables, figures."""
     default_target: True
     input:
         prepared_data_files(),
         experiment_files(),
+        score_files(),
+        report_files(),
         "results/tables/params.md",

@@ -9,7 +9,7 @@ SRC_DIR = Path(workflow.basedir) / "src" / "aiayn"
 sys.path.insert(0, str(SRC_DIR.parent))
 
 from aiayn.data.sources import is_url, local_files
-from aiayn.experiments import resolve, split_prefixes
+from aiayn.experiments import resolve, resolve_evaluation, split_prefixes
 from aiayn.workflow import use_this_checkout
 
 use_this_checkout(SRC_DIR.parent)
@@ -22,6 +22,7 @@ wildcard_constraints:
     tgt=r"[a-z]{2,3}",
     lang=r"[a-z]{2,3}",
     experiment=r"[A-Za-z0-9_.]+",
+    checkpoint=r"averaged|last",
 
 
 def code_version(*modules):
@@ -137,3 +138,101 @@ def check_experiments():
     """Resolve every experiment once at start-up, so a bad one is reported before any job runs."""
     for entry in config.get("experiments", []):
         resolve(entry, config["datasets"])
+        resolve_evaluation(entry, config["datasets"])
+
+
+def evaluation(name):
+    """Decode settings, evaluation splits and paper row of an experiment."""
+    return resolve_evaluation(experiment(name), config["datasets"])
+
+
+def experiment_names():
+    return [entry["name"] for entry in config.get("experiments", [])]
+
+
+def evaluations(name):
+    """(checkpoint, split) pairs scored for an experiment: the averaged model on the dev split and
+    every evaluation split (Table 2), the last checkpoint on the dev split (Table 3, as the paper:
+    no averaging; beside the averaged one it makes the averaging figure)."""
+    dev = experiment(name)["dev_split"]
+    splits = dict.fromkeys([dev, *evaluation(name)["eval_splits"]])
+    return [("averaged", split) for split in splits] + [("last", dev)]
+
+
+def score_files(names=None, checkpoint=None):
+    files = []
+    for name in experiment_names() if names is None else names:
+        for kind, split in evaluations(name):
+            if checkpoint in (None, kind):
+                files.append(f"results/scores/{name}/{kind}/{split}.json")
+    return files
+
+
+def dev_score_files():
+    """The last checkpoint's and the averaged model's scores on each experiment's dev split."""
+    return [
+        f"results/scores/{name}/{kind}/{experiment(name)['dev_split']}.json"
+        for name in experiment_names()
+        for kind in ("last", "averaged")
+    ]
+
+
+def decode_model(wildcards):
+    """The averaged model, or train.json (which names the last checkpoint's weights)."""
+    if wildcards.checkpoint == "averaged":
+        return f"runs/{wildcards.experiment}/averaged.pt"
+    return f"runs/{wildcards.experiment}/train.json"
+
+
+def decode_source(wildcards):
+    """The binarized source side of the split being decoded."""
+    name = experiment(wildcards.experiment)["dataset"]
+    prefix = split_prefixes(name, langs(name), wildcards.split, "bin")[0]
+    return [prefix + ".bin", prefix + ".idx"]
+
+
+def reference_text(wildcards):
+    """The target side of the split, as the clean stage passed it through (verbatim)."""
+    name = experiment(wildcards.experiment)["dataset"]
+    return split_prefixes(name, langs(name), wildcards.split, "clean")[1]
+
+
+def split_spec_of(name, split):
+    """Where an experiment's split comes from (named in the score files and tables)."""
+    return dataset(experiment(name)["dataset"])["splits"][split]
+
+
+def subword_model(wildcards):
+    return f"data/{experiment(wildcards.experiment)['dataset']}/spm/bpe.model"
+
+
+def report_files():
+    """Tables and figures of the trained experiments (none when the config trains nothing)."""
+    names = experiment_names()
+    if not names:
+        return []
+    files = [f"results/tables/{table}.md" for table in ("table2", "table3")]
+    files += [
+        f"results/figures/{figure}.pdf"
+        for figure in ("learning_rate", "loss_curves", "averaging")
+    ]
+    files += [f"results/figures/attention/{name}.sentence1.pdf" for name in names]
+    return files
+
+
+def report_experiments():
+    """What the tables need to know of each experiment besides its files."""
+    described = []
+    for name in experiment_names():
+        spec = experiment_spec(name)
+        described.append(
+            {
+                "name": name,
+                "pair": pair(experiment(name)["dataset"]),
+                "dev_split": experiment(name)["dev_split"],
+                "paper_row": evaluation(name)["paper_row"],
+                "model": spec["model"],
+                "train": spec["train"],
+            }
+        )
+    return described

@@ -13,6 +13,112 @@ rule params_table:
         "envs/aiayn.yaml"
     params:
         vocab_size=37000,
-        code=code_version("model.py", "report/params.py"),
+        code=code_version("model.py", "report/params.py", "report/output.py"),
     script:
         "../workflow_scripts/params_table.py"
+
+
+rule table2:
+    """Table 2: the paper's rows and ours (averaged models on the test splits), with costs."""
+    input:
+        summaries=expand("runs/{name}/train.json", name=experiment_names()),
+        scores=score_files(checkpoint="averaged"),
+    output:
+        markdown=report("results/tables/table2.md", category="Tables"),
+        csv=report("results/tables/table2.csv", category="Tables"),
+        latex=report("results/tables/table2.tex", category="Tables"),
+    log:
+        "logs/report/table2.log",
+    conda:
+        "envs/aiayn.yaml"
+    params:
+        table="table2",
+        experiments=report_experiments(),
+        code=code_version("report/tables.py", "report/paper.py", "report/output.py"),
+    script:
+        "../workflow_scripts/report_table.py"
+
+
+rule table3:
+    """Table 3: every experiment's last checkpoint on its dev split, after the paper's row."""
+    input:
+        summaries=expand("runs/{name}/train.json", name=experiment_names()),
+        scores=score_files(checkpoint="last"),
+    output:
+        markdown=report("results/tables/table3.md", category="Tables"),
+        csv=report("results/tables/table3.csv", category="Tables"),
+        latex=report("results/tables/table3.tex", category="Tables"),
+    log:
+        "logs/report/table3.log",
+    conda:
+        "envs/aiayn.yaml"
+    params:
+        table="table3",
+        experiments=report_experiments(),
+        code=code_version("report/tables.py", "report/paper.py", "report/output.py"),
+    script:
+        "../workflow_scripts/report_table.py"
+
+
+rule learning_rate_figure:
+    """The learning-rate schedule of section 5.3: the paper's and each experiment's."""
+    output:
+        figures=report(
+            multiext("results/figures/learning_rate", ".png", ".pdf"),
+            category="Figures",
+            subcategory="Training",
+        ),
+    log:
+        "logs/report/learning_rate_figure.log",
+    conda:
+        "envs/aiayn.yaml"
+    params:
+        figure="learning_rate",
+        experiments=report_experiments(),
+        code=code_version("report/figures.py", "schedule.py"),
+    script:
+        "../workflow_scripts/report_figure.py"
+
+
+rule loss_curves_figure:
+    """Training and dev loss of every experiment (from its train.jsonl)."""
+    input:
+        summaries=expand("runs/{name}/train.json", name=experiment_names()),
+    output:
+        figures=report(
+            multiext("results/figures/loss_curves", ".png", ".pdf"),
+            category="Figures",
+            subcategory="Training",
+        ),
+    log:
+        "logs/report/loss_curves_figure.log",
+    conda:
+        "envs/aiayn.yaml"
+    params:
+        figure="loss_curves",
+        experiments=report_experiments(),
+        code=code_version("report/figures.py"),
+    script:
+        "../workflow_scripts/report_figure.py"
+
+
+rule averaging_figure:
+    """Dev BLEU of the last checkpoint beside the averaged model, per experiment."""
+    input:
+        scores=dev_score_files(),
+    output:
+        figures=report(
+            multiext("results/figures/averaging", ".png", ".pdf"),
+            category="Figures",
+            subcategory="Decoding",
+        ),
+    log:
+        "logs/report/averaging_figure.log",
+    conda:
+        "envs/aiayn.yaml"
+    params:
+        figure="averaging",
+        experiments=report_experiments(),
+        code=code_version("report/figures.py"),
+    script:
+        "../workflow_scripts/report_figure.py"

@@ -25,6 +25,7 @@ rule train:
             "schedule.py",
             "checkpoint.py",
             "binarize.py",
+            "flops.py",
         ),
     script:
         "../workflow_scripts/train.py"

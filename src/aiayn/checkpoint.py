@@ -88,10 +88,12 @@ def average_weights(paths: list[str | Path]) -> dict:
     """Element-wise mean of several weights files, after checking names and shapes agree."""
     if not paths:
         raise InputError("no checkpoints to average")
-    first = load_weights(paths[0])
+    first = load_weights(paths[0])  # its model config and experiment describe the average
     total = {name: tensor.double().clone() for name, tensor in first["state_dict"].items()}
+    last_step = first.get("step")
     for path in paths[1:]:
-        state = load_weights(path)["state_dict"]
+        payload = load_weights(path)
+        state, last_step = payload["state_dict"], payload.get("step")
         if set(state) != set(total):
             missing, extra = sorted(set(total) - set(state)), sorted(set(state) - set(total))
             raise InputError(
@@ -105,7 +107,12 @@ def average_weights(paths: list[str | Path]) -> dict:
                 )
             total[name] += tensor.double()
     averaged = {name: (tensor / len(paths)).float() for name, tensor in total.items()}
-    return {**first, "state_dict": averaged, "averaged_from": [str(p) for p in paths]}
+    return {
+        **first,
+        "state_dict": averaged,
+        "step": last_step,
+        "averaged_from": [str(p) for p in paths],
+    }
 
 
 def prune(checkpoint_dir: Path, weights_dir: Path, keep_states: int, keep_weights: int) -> None:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from aiayn.decode import DecodeSettings
 from aiayn.errors import InputError
 from aiayn.model import build_config
+from aiayn.report.paper import TABLE3
 from aiayn.train import TrainSettings
 
 
@@ -55,3 +57,31 @@ def resolve(experiment: dict, datasets: dict) -> dict:
         "model": asdict(model),
         "train": asdict(train),
     }
+
+
+def resolve_evaluation(experiment: dict, datasets: dict) -> dict:
+    """Decoding settings, the splits to decode and score, and the paper's row to compare with.
+
+    Kept apart from resolve(): changing how a model is decoded must not retrain it.
+    """
+    name, dataset = experiment["name"], datasets[experiment["dataset"]]
+    splits = experiment.get("eval_splits") or [s for s in dataset["splits"] if s != "train"]
+    unknown = [s for s in splits if s not in dataset["splits"] or s == "train"]
+    if unknown:
+        raise InputError(
+            f"experiment {name!r}: eval_splits {unknown} are not evaluation splits of dataset "
+            f"{experiment['dataset']!r} (splits: {sorted(dataset['splits'])})"
+        )
+    try:
+        decode = DecodeSettings(**experiment.get("decode", {}))
+    except (ValueError, TypeError) as err:
+        raise InputError(f"experiment {name!r}: {err}") from None
+    row = experiment.get("paper_row")
+    if row is None and experiment.get("model", "base") in TABLE3:
+        row = experiment.get("model", "base")
+    if row is not None and row not in TABLE3:
+        raise InputError(
+            f"experiment {name!r}: paper_row {row!r} is not a row of the paper's Table 3 "
+            f"({', '.join(TABLE3)})"
+        )
+    return {"decode": asdict(decode), "eval_splits": splits, "paper_row": row}

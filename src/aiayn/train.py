@@ -33,6 +33,7 @@ from aiayn import checkpoint as ckpt
 from aiayn.batching import collate, shard, token_batches
 from aiayn.binarize import IndexedDataset
 from aiayn.errors import InputError
+from aiayn.flops import device_name, sustained_tflops, training_flops
 from aiayn.logs import progress, setup_logging
 from aiayn.model import Transformer, TransformerConfig
 from aiayn.schedule import lr_lambda
@@ -209,6 +210,7 @@ class Trainer:
             "epoch": 0,
             "batch": 0,
             "target_tokens": 0,
+            "train_flops": 0,  # counted on padded shapes, forward + backward (see flops.py)
             "seconds": 0.0,
             "world_size": self.world,
         }
@@ -293,6 +295,9 @@ class Trainer:
         for batch in batches:
             batch = batch.to(self.device)
             logits = self.engine(batch.source, batch.target_in)
+            self.state["train_flops"] += training_flops(
+                self.exp.model, *batch.source.shape, batch.target_in.size(1)
+            )
             loss, nll = label_smoothed_loss(logits, batch.target_out, self.settings.label_smoothing)
             # DeepSpeed averages gradients over ranks: * world makes it a sum over all tokens.
             self.engine.backward(loss * (self.world / total_tokens), scale_wrt_gas=False)
@@ -451,7 +456,7 @@ class Trainer:
                 "`python -m deepspeed.checkpoint.ds_to_universal` or rerun "
                 "with the same number of processes."
             )
-        self.state = {**saved, "world_size": self.world}
+        self.state = {**self.state, **saved, "world_size": self.world}
         ckpt.set_rng_state(
             torch.load(self.checkpoint_dir / tag / f"rng_rank{self.rank}.pt", weights_only=False)
         )
@@ -531,6 +536,11 @@ class Trainer:
             "tokens_per_batch": self.batch_tokens,
             "precision": "bf16" if self.bf16 else "fp32",
             "device": str(self.device),
+            "device_name": device_name(self.device),
+            "device_tflops": sustained_tflops(
+                self.device, torch.bfloat16 if self.bf16 else torch.float32
+            ),
+            "train_flops": self.state["train_flops"],
             "ranks_agree": self.ranks_agree(),
             "final_weights": str(weights[-1]) if weights else None,
             "average_weights": [str(p) for p in weights],

@@ -5,22 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from aiayn.model import PRESETS, TABLE3_ROWS, build_config, count_parameters
-from aiayn.textio import atomic_output
+from aiayn.report.output import write_tables as write_formats
+from aiayn.report.paper import TABLE3
 
-# Table 3's "params x10^6" column (base and big as in its first and last rows).
-PAPER_PARAMS_M = {
-    "base": 65,
-    "B_dk16": 58,
-    "B_dk32": 60,
-    "C_N2": 36,
-    "C_N4": 50,
-    "C_N8": 80,
-    "C_d256": 28,
-    "C_d1024": 168,
-    "C_dff1024": 53,
-    "C_dff4096": 90,
-    "big": 213,
-}
 PAPER_VOCABULARY = 37000  # the shared EN-DE BPE vocabulary of section 5.1
 
 
@@ -30,7 +17,7 @@ def params_table(vocab_size: int = PAPER_VOCABULARY) -> pd.DataFrame:
         config = build_config(vocab_size, name)
         d_k, d_v = config.head_dims
         ours = count_parameters(config) / 1e6
-        paper = PAPER_PARAMS_M.get(name)
+        paper = TABLE3[name][2] if name in TABLE3 else None
         rows.append(
             {
                 "model": name,
@@ -51,15 +38,8 @@ def params_table(vocab_size: int = PAPER_VOCABULARY) -> pd.DataFrame:
 
 
 def write_tables(table: pd.DataFrame, markdown: str, csv: str, latex: str, vocab_size: int) -> None:
-    """The same table as Markdown (with a caption line), CSV and a LaTeX tabular."""
     caption = (
         f"Parameters of each model preset with a shared vocabulary of {vocab_size} "
         "(ours: counted from the model code; paper: Table 3 of Vaswani et al. 2017)."
     )
-    with atomic_output(markdown) as handle:
-        shown = table.fillna("")  # rows the paper gives no count for stay blank
-        handle.write(f"{caption}\n\n{shown.to_markdown(index=False)}\n")
-    with atomic_output(csv) as handle:
-        table.to_csv(handle, index=False)
-    with atomic_output(latex) as handle:
-        handle.write(table.to_latex(index=False, na_rep="", caption=caption, label="tab:params"))
+    write_formats(table, markdown, csv, latex, caption, "tab:params")

@@ -1,0 +1,56 @@
+"""Stage decode: beam search over a split with the averaged model or the last checkpoint."""
+
+
+rule decode:
+    """Translate one split; detokenized output in input order, settings and speed in the .json."""
+    input:
+        model=decode_model,
+        source=decode_source,
+        subword=subword_model,
+    output:
+        hypotheses="runs/{experiment}/decode/{checkpoint}/{split}.hyp",
+        record="runs/{experiment}/decode/{checkpoint}/{split}.json",
+    log:
+        "logs/decode/{experiment}/{checkpoint}/{split}.log",
+    benchmark:
+        "benchmarks/decode/{experiment}/{checkpoint}/{split}.tsv"
+    conda:
+        "envs/aiayn.yaml"
+    threads: 1
+    params:
+        settings=lambda wildcards: evaluation(wildcards.experiment)["decode"],
+        code=code_version("decode.py", "translate.py", "model.py", "checkpoint.py"),
+    script:
+        "../workflow_scripts/decode.py"
+
+
+rule attention_maps:
+    """Encoder self-attention of the averaged model on the paper's sentences (Figures 3-5)."""
+    input:
+        model="runs/{experiment}/averaged.pt",
+        subword=subword_model,
+    output:
+        figures=report(
+            expand(
+                "results/figures/attention/{{experiment}}.{view}.{ext}",
+                view=[
+                    f"sentence{i + 1}"
+                    for i in range(len(config["report"]["attention_sentences"]))
+                ]
+                + ["word"],
+                ext=["png", "pdf"],
+            ),
+            category="Figures",
+            subcategory="Attention",
+            labels={"experiment": "{experiment}"},
+        ),
+    log:
+        "logs/attention_maps/{experiment}.log",
+    conda:
+        "envs/aiayn.yaml"
+    params:
+        sentences=config["report"]["attention_sentences"],
+        word=config["report"]["attention_word"],
+        code=code_version("translate.py", "model.py", "report/figures.py"),
+    script:
+        "../workflow_scripts/attention_maps.py"

@@ -1,0 +1,77 @@
+"""Counting the model's floating-point operations, and measuring what a device sustains.
+
+Training cost is reported two ways (Table 2): the paper's (hours x devices x sustained TFLOPS)
+and by counting: a multiply-add is 2 FLOPs, a training step is 3 forward passes (forward, and
+backward twice as costly). Counts follow the padded shapes the hardware actually computes.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from aiayn.model import TransformerConfig
+
+
+def attention_flops(config: TransformerConfig, queries: int, keys: int, project_keys: bool) -> int:
+    """One multi-head attention for one sequence: projections, QK^T, softmax-weighted V, W^O."""
+    d, h = config.d_model, config.n_heads
+    d_k, d_v = config.head_dims
+    flops = 2 * queries * d * h * d_k  # Q
+    if project_keys:
+        flops += 2 * keys * d * h * (d_k + d_v)  # K, V
+    flops += 2 * queries * keys * h * (d_k + d_v)  # Q K^T and weights x V
+    return flops + 2 * queries * h * d_v * d  # W^O
+
+
+def forward_flops(config: TransformerConfig, batch: int, source_len: int, target_len: int) -> int:
+    """FLOPs of one forward pass over a padded batch (B, S) -> (B, T), logits included."""
+    d, n = config.d_model, config.n_layers
+    feed_forward = 4 * d * config.d_ff  # per position
+    encoder = n * (
+        attention_flops(config, source_len, source_len, True) + source_len * feed_forward
+    )
+    decoder = n * (
+        attention_flops(config, target_len, target_len, True)
+        + attention_flops(config, target_len, source_len, True)
+        + target_len * feed_forward
+    )
+    logits = 2 * target_len * d * config.vocab_size
+    return batch * (encoder + decoder + logits)
+
+
+def training_flops(config: TransformerConfig, batch: int, source_len: int, target_len: int) -> int:
+    return 3 * forward_flops(config, batch, source_len, target_len)
+
+
+def sustained_tflops(device: torch.device, dtype: torch.dtype, seconds: float = 0.5) -> float:
+    """Matrix-multiply TFLOPS this device sustains in the training dtype, measured now.
+
+    The paper costed training with each GPU's sustained rate; we measure ours the same way the
+    model spends most of its time: large dense matrix products.
+    """
+    size = 4096 if device.type == "cuda" else 512
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    for _ in range(3):  # warm-up
+        a @ b
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        count += 1
+        if device.type == "cuda" and count % 10 == 0:
+            torch.cuda.synchronize()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return 2 * size**3 * count / (time.perf_counter() - start) / 1e12
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    import platform
+
+    return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"

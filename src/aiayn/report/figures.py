@@ -1,0 +1,122 @@
+"""The figures: learning-rate schedules, loss curves, BLEU before and after averaging, and
+encoder self-attention maps in the style of the paper's Figures 3-5."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from aiayn.schedule import inverse_sqrt_lr  # noqa: E402
+
+
+def learning_rate(schedules: dict[str, dict]):
+    """Left: the paper's base and big schedules over 100k steps; right: each experiment's.
+
+    schedules: name -> {"d_model", "warmup_steps", "lr_scale", "max_steps"}.
+    """
+    figure, (paper, ours) = plt.subplots(1, 2, figsize=(11, 4))
+    steps = np.arange(1, 100_001, 50)
+    for label, d_model in (("base (d_model 512)", 512), ("big (d_model 1024)", 1024)):
+        paper.plot(steps, [inverse_sqrt_lr(s, d_model, 4000) for s in steps], label=label)
+    paper.set(title="paper: warm-up 4000 steps", xlabel="step", ylabel="learning rate")
+    paper.legend()
+    for name, spec in schedules.items():
+        steps = np.arange(1, spec["max_steps"] + 1)
+        rates = [
+            inverse_sqrt_lr(s, spec["d_model"], spec["warmup_steps"], spec["lr_scale"])
+            for s in steps
+        ]
+        ours.plot(steps, rates, label=name)
+    ours.set(title="ours", xlabel="step", ylabel="learning rate")
+    ours.legend(fontsize="small")
+    figure.tight_layout()
+    return figure
+
+
+def read_log(path: str | Path) -> tuple[list[dict], list[dict]]:
+    """Training records and dev records of a train.jsonl."""
+    records = [json.loads(line) for line in Path(path).read_text().splitlines() if line]
+    return [r for r in records if "loss" in r], [r for r in records if "dev_loss" in r]
+
+
+def loss_curves(logs: dict[str, str]):
+    """Training loss (label-smoothed, per target token) and dev loss, per experiment."""
+    figure, (train_axes, dev_axes) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for name, path in logs.items():
+        train, dev = read_log(path)
+        train_axes.plot([r["step"] for r in train], [r["loss"] for r in train], label=name)
+        dev_axes.plot([r["step"] for r in dev], [r["dev_loss"] for r in dev], "o-", label=name)
+    train_axes.set(title="training loss", xlabel="step", ylabel="loss per target token")
+    dev_axes.set(title="dev loss", xlabel="step")
+    dev_axes.legend(fontsize="small")
+    figure.tight_layout()
+    return figure
+
+
+def averaging(bleu: dict[str, tuple[float, float]], split_label: str):
+    """Dev BLEU of the last checkpoint and of the averaged model, per experiment."""
+    names = list(bleu)
+    x = np.arange(len(names))
+    figure, axes = plt.subplots(figsize=(max(5, 1.6 * len(names)), 4))
+    last = axes.bar(x - 0.2, [bleu[n][0] for n in names], 0.4, label="last checkpoint")
+    averaged = axes.bar(x + 0.2, [bleu[n][1] for n in names], 0.4, label="averaged")
+    axes.bar_label(last, fmt="%.1f", fontsize="small")
+    axes.bar_label(averaged, fmt="%.1f", fontsize="small")
+    axes.set_xticks(x, names, rotation=20, ha="right")
+    axes.set(ylabel=f"BLEU on {split_label} (tok., compound split)")
+    axes.set_title("checkpoint averaging")
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncols=2)
+    figure.tight_layout()
+    return figure
+
+
+def attention_heads(weights: np.ndarray, pieces: list[str], title: str):
+    """Every head of one layer as a heatmap (query rows, key columns): Figures 4-5 style."""
+    heads = weights.shape[0]
+    columns = min(heads, 4)
+    rows = -(-heads // columns)
+    size = max(4.0, 0.12 * len(pieces))
+    figure, axes = plt.subplots(rows, columns, figsize=(size * columns, size * rows), squeeze=False)
+    for head, ax in enumerate(axes.flat):
+        if head >= heads:
+            ax.axis("off")
+            continue
+        ax.imshow(weights[head], cmap="Blues", vmin=0.0, vmax=1.0)
+        ax.set_title(f"head {head + 1}")
+        ax.set_xticks(range(len(pieces)), pieces, rotation=90, fontsize=6)
+        ax.set_yticks(range(len(pieces)), pieces, fontsize=6)
+    figure.suptitle(title)
+    figure.tight_layout(rect=(0, 0, 1, 0.96))
+    return figure
+
+
+def attention_from_token(weights: np.ndarray, pieces: list[str], query: int, title: str):
+    """Where one token attends, head by head: Figure 3 style (rows: heads)."""
+    heads = weights.shape[0]
+    figure, axes = plt.subplots(figsize=(max(6.0, 0.2 * len(pieces)), 1 + 0.35 * heads))
+    axes.imshow(weights[:, query, :], cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
+    axes.set_xticks(range(len(pieces)), pieces, rotation=90, fontsize=7)
+    axes.set_yticks(range(heads), [f"head {h + 1}" for h in range(heads)], fontsize=7)
+    axes.set_title(title)
+    figure.tight_layout()
+    return figure
+
+
+def word_start(pieces: list[str], sentence: str, word: str) -> int | None:
+    """Index of the first subword piece of `word` in the sentence, or None when absent."""
+    words = sentence.split()
+    if word not in words:
+        return None
+    target, count = words.index(word), -1
+    for index, piece in enumerate(pieces):
+        if piece.startswith("\u2581"):
+            count += 1
+            if count == target:
+                return index + 1 if piece == "\u2581" else index  # a lone word boundary
+    return None

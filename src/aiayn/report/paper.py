@@ -1,0 +1,47 @@
+"""The paper's own numbers (Vaswani et al., 2017), printed beside ours and always labelled."""
+
+from __future__ import annotations
+
+# Table 2: newstest2014 BLEU and training cost in FLOPs (hours x GPUs x sustained TFLOPS).
+# (model, BLEU EN-DE, BLEU EN-FR, cost EN-DE, cost EN-FR); None where the paper has no entry.
+TABLE2 = [
+    ("ByteNet", 23.75, None, None, None),
+    ("Deep-Att + PosUnk", None, 39.2, None, 1.0e20),
+    ("GNMT + RL", 24.6, 39.92, 2.3e19, 1.4e20),
+    ("ConvS2S", 25.16, 40.46, 9.6e18, 1.5e20),
+    ("MoE", 26.03, 40.56, 2.0e19, 1.2e20),
+    ("Deep-Att + PosUnk Ensemble", None, 40.4, None, 8.0e20),
+    ("GNMT + RL Ensemble", 26.30, 41.16, 1.8e20, 1.1e21),
+    ("ConvS2S Ensemble", 26.36, 41.29, 7.7e19, 1.2e21),
+    ("Transformer (base model)", 27.3, 38.1, 3.3e18, 3.3e18),
+    ("Transformer (big)", 28.4, 41.8, 2.3e19, 2.3e19),
+]
+TABLE2_PAIRS = {"en-de": (1, 3), "en-fr": (2, 4)}  # columns of TABLE2 per language pair
+TABLE2_ROW_OF = {"base": "Transformer (base model)", "big": "Transformer (big)"}
+
+# Table 3: EN-DE dev newstest2013, single checkpoints (no averaging); BLEU, PPL (per
+# wordpiece), parameters in millions (None where the paper leaves the cell empty), train steps.
+TABLE3 = {
+    "base": (25.8, 4.92, 65, 100_000),
+    "A_h1": (24.9, 5.29, None, 100_000),
+    "A_h4": (25.5, 5.00, None, 100_000),
+    "A_h16": (25.8, 4.91, None, 100_000),
+    "A_h32": (25.4, 5.01, None, 100_000),
+    "B_dk16": (25.1, 5.16, 58, 100_000),
+    "B_dk32": (25.4, 5.01, 60, 100_000),
+    "C_N2": (23.7, 6.11, 36, 100_000),
+    "C_N4": (25.3, 5.19, 50, 100_000),
+    "C_N8": (25.5, 4.88, 80, 100_000),
+    "C_d256": (24.5, 5.75, 28, 100_000),
+    "C_d1024": (26.0, 4.66, 168, 100_000),
+    "C_dff1024": (25.4, 5.12, 53, 100_000),
+    "C_dff4096": (26.2, 4.75, 90, 100_000),
+    "D_drop0.0": (24.6, 5.77, None, 100_000),
+    "D_drop0.2": (25.5, 4.95, None, 100_000),
+    "D_ls0.0": (25.3, 4.67, None, 100_000),
+    "D_ls0.2": (25.7, 5.47, None, 100_000),
+    "E_learned": (25.7, 4.92, None, 100_000),
+    "big": (26.4, 4.33, 213, 300_000),
+}
+# Label smoothing of the paper's Table 3 rows (every row but D_ls uses 0.1).
+TABLE3_LABEL_SMOOTHING = {"D_ls0.0": 0.0, "D_ls0.2": 0.2}

@@ -1,0 +1,75 @@
+"""BLEU as others can compare it and as the paper computed it, and chrF.
+
+- sacreBLEU on detokenized text (13a tokenization, mixed case), reported with its signature.
+- The paper's protocol (tensor2tensor's get_ende_bleu.sh): Moses tokenizer.perl on hypothesis and
+  reference (sacremoses, same rules and escaping), compounds split by
+  `perl -ple 's{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g'`, then multi-bleu.perl: BLEU on those tokens,
+  case-sensitive, unsmoothed (sacreBLEU with tokenize=none and smooth=none computes the same).
+- chrF (chrF2, character 6-grams) with its signature.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from sacrebleu.metrics import BLEU, CHRF
+from sacremoses import MosesTokenizer
+
+from aiayn.errors import InputError
+
+COMPOUND = re.compile(r"(\S)-(\S)")
+PAPER_PROTOCOL = (
+    "Moses tokenizer.perl (sacremoses) -> compounds split as a ##AT##-##AT## b -> "
+    "multi-bleu.perl (case-sensitive, no smoothing)"
+)
+
+
+def split_compounds(line: str) -> str:
+    """`a-b` -> `a ##AT##-##AT## b`, left to right without overlaps, as the perl one-liner."""
+    return COMPOUND.sub(r"\1 ##AT##-##AT## \2", line)
+
+
+@lru_cache(maxsize=8)
+def moses_tokenizer(lang: str) -> MosesTokenizer:
+    return MosesTokenizer(lang=lang)
+
+
+def paper_tokenize(lines: list[str], lang: str) -> list[str]:
+    """The text the paper's BLEU is computed on."""
+    tokenizer = moses_tokenizer(lang)
+    return [split_compounds(tokenizer.tokenize(line, return_str=True)) for line in lines]
+
+
+def bleu_figures(metric: BLEU, hypotheses: list[str], references: list[str]) -> dict:
+    result = metric.corpus_score(hypotheses, [references])
+    return {
+        "score": result.score,
+        "signature": str(metric.get_signature()),
+        "precisions": result.precisions,
+        "brevity_penalty": result.bp,
+        "hyp_len": result.sys_len,
+        "ref_len": result.ref_len,
+    }
+
+
+def score(hypotheses: list[str], references: list[str], target_lang: str) -> dict:
+    """Every figure for one test set: sacreBLEU, the paper's tokenized BLEU, chrF."""
+    if len(hypotheses) != len(references):
+        raise InputError(
+            f"{len(hypotheses)} hypotheses for {len(references)} references: the decode output "
+            "does not belong to this test set (rerun decode for it)"
+        )
+    chrf = CHRF()
+    chrf_result = chrf.corpus_score(hypotheses, [references])
+    paper = bleu_figures(
+        BLEU(tokenize="none", smooth_method="none", force=True),
+        paper_tokenize(hypotheses, target_lang),
+        paper_tokenize(references, target_lang),
+    )
+    return {
+        "sentences": len(hypotheses),
+        "sacrebleu": bleu_figures(BLEU(), hypotheses, references),
+        "tokenized_bleu": {**paper, "protocol": PAPER_PROTOCOL},
+        "chrf": {"score": chrf_result.score, "signature": str(chrf.get_signature())},
+    }

@@ -1,0 +1,35 @@
+"""Rule attention_maps: encoder self-attention of the last-but-one layer on chosen sentences."""
+
+import sentencepiece as spm
+
+from aiayn.logs import run_stage
+from aiayn.report import figures
+from aiayn.report.output import save_figure
+from aiayn.translate import encoder_attention, figure_layer, load_model, pick_device
+
+
+def main():
+    model, _ = load_model(snakemake.input.model, pick_device())
+    processor = spm.SentencePieceProcessor(model_file=snakemake.input.subword)
+    layer = figure_layer(model.config.n_layers)
+    name = snakemake.wildcards.experiment
+    paths = iter(snakemake.output.figures)
+    first = None
+    for sentence in snakemake.params.sentences:
+        ids = processor.encode(sentence)
+        weights = encoder_attention(model, ids)[layer]  # (h, S + 1, S + 1), EOS last
+        pieces = [*(processor.id_to_piece(i) for i in ids), "</s>"]
+        first = first or (sentence, pieces, weights)
+        title = f"{name}: encoder self-attention, layer {layer + 1} of {model.config.n_layers}"
+        save_figure(figures.attention_heads(weights, pieces, title), next(paths), next(paths))
+    sentence, pieces, weights = first
+    word = snakemake.params.word
+    query = figures.word_start(pieces, sentence, word)
+    title = f"{name}: where '{word}' attends, layer {layer + 1}, every head"
+    if query is None:
+        query, title = 0, f"{name}: '{word}' is not in sentence 1; first token shown"
+    figure = figures.attention_from_token(weights, pieces, query, title)
+    save_figure(figure, next(paths), next(paths))
+
+
+run_stage(main, snakemake.log[0])

@@ -1,0 +1,63 @@
+"""Rule decode: translate one binarized split with beam search and write detokenized text."""
+
+import json
+import logging
+
+import sentencepiece as spm
+import torch
+
+from aiayn.binarize import IndexedDataset
+from aiayn.decode import DecodeSettings
+from aiayn.errors import InputError
+from aiayn.logs import run_stage, save_record
+from aiayn.textio import atomic_output
+from aiayn.translate import load_model, pick_device, translate
+
+
+def weights_path() -> str:
+    """The averaged model, or the last checkpoint's weights that train.json names."""
+    if snakemake.wildcards.checkpoint == "averaged":
+        return snakemake.input.model
+    with open(snakemake.input.model, encoding="utf-8") as handle:
+        return json.load(handle)["final_weights"]
+
+
+def main():
+    torch.set_num_threads(snakemake.threads)
+    settings = DecodeSettings(**snakemake.params.settings)
+    device = pick_device()
+    path = weights_path()
+    model, payload = load_model(path, device)
+    source = IndexedDataset(snakemake.input.source[0].removesuffix(".bin"))
+    processor = spm.SentencePieceProcessor(model_file=snakemake.input.subword)
+    if processor.get_piece_size() != model.config.vocab_size:
+        raise InputError(
+            f"{snakemake.input.subword} has {processor.get_piece_size()} pieces but {path} "
+            f"was trained with {model.config.vocab_size}: retrain or use the matching BPE model"
+        )
+    sentences = list(source)
+    wildcards = snakemake.wildcards
+    desc = f"{wildcards.experiment}/{wildcards.checkpoint}/{wildcards.split}"
+    hypotheses, timing = translate(model, sentences, settings, desc=desc)
+    lines = [" ".join(processor.decode(h.tokens).splitlines()) for h in hypotheses]
+    with atomic_output(snakemake.output.hypotheses) as handle:
+        handle.writelines(line + "\n" for line in lines)
+    logging.getLogger("aiayn").info("%s: %d sentences", snakemake.output.hypotheses, len(lines))
+    save_record(
+        snakemake.output.record,
+        {
+            "experiment": snakemake.wildcards.experiment,
+            "checkpoint": snakemake.wildcards.checkpoint,
+            "split": snakemake.wildcards.split,
+            "weights": path,
+            "step": payload.get("step"),
+            "averaged_from": payload.get("averaged_from"),
+            "settings": snakemake.params.settings,
+            "device": str(device),
+            "mean_score": sum(h.score for h in hypotheses) / len(hypotheses),
+            **timing,
+        },
+    )
+
+
+run_stage(main, snakemake.log[0])

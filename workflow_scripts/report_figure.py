@@ -1,0 +1,51 @@
+"""Rules *_figure: one figure of results/figures/ as PNG and PDF."""
+
+import json
+from pathlib import Path
+
+from aiayn.logs import run_stage
+from aiayn.report import figures
+from aiayn.report.output import save_figure
+
+
+def learning_rate():
+    schedules = {
+        spec["name"]: {
+            "d_model": spec["model"]["d_model"],
+            "warmup_steps": spec["train"]["warmup_steps"],
+            "lr_scale": spec["train"]["lr_scale"],
+            "max_steps": spec["train"]["max_steps"],
+        }
+        for spec in snakemake.params.experiments
+    }
+    return figures.learning_rate(schedules)
+
+
+def loss_curves():
+    logs = {
+        spec["name"]: Path(path).with_name("train.jsonl")
+        for spec, path in zip(snakemake.params.experiments, snakemake.input.summaries, strict=True)
+    }
+    return figures.loss_curves(logs)
+
+
+def averaging():
+    records = [json.loads(Path(p).read_text()) for p in snakemake.input.scores]
+    bleu = {}
+    for spec in snakemake.params.experiments:
+        by_checkpoint = {
+            r["checkpoint"]: r["tokenized_bleu"]["score"]
+            for r in records
+            if r["experiment"] == spec["name"] and r["split"] == spec["dev_split"]
+        }
+        bleu[spec["name"]] = (by_checkpoint["last"], by_checkpoint["averaged"])
+    splits = sorted({spec["dev_split"] for spec in snakemake.params.experiments})
+    return figures.averaging(bleu, "/".join(splits))
+
+
+def main():
+    draw = {"learning_rate": learning_rate, "loss_curves": loss_curves, "averaging": averaging}
+    save_figure(draw[snakemake.params.figure](), *snakemake.output.figures)
+
+
+run_stage(main, snakemake.log[0])
