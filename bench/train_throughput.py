@@ -18,7 +18,6 @@ import argparse
 import datetime
 import json
 import math
-import os
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT / "src"))
 
 from aiayn.batching import collate, token_batches  # noqa: E402
+from aiayn.flops import device_name  # noqa: E402
 from aiayn.model import Transformer, build_config, sinusoidal_positions  # noqa: E402
 from aiayn.train import label_smoothed_loss, step_plan, use_bf16  # noqa: E402
 
@@ -201,16 +201,6 @@ def naive(config, corpus, args, device):
         return total
 
     return measure(step, args.steps, args.warmup, device)
-
-
-def device_name(device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    model = next(
-        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line),
-        "CPU",
-    )
-    return f"CPU: {model}, {os.cpu_count()} cores, {torch.get_num_threads()} threads"
 
 
 def main() -> None:

@@ -36,7 +36,10 @@ def shared(*parts: str) -> Path:
 @pytest.fixture
 def project_copy(tmp_path: Path) -> Path:
     """A copy of the workflow (no data, no .snakemake) to run snakemake in for real."""
-    root = tmp_path / "project"
+    return copy_project(tmp_path / "project")
+
+
+def copy_project(root: Path) -> Path:
     root.mkdir()
     for name in WORKFLOW_FILES:
         source = PROJECT / name

@@ -1,15 +1,18 @@
-"""Training through the real snakemake CLI: the default config end to end, reruns, resume."""
+"""The real snakemake CLI: the default config end to end (train, decode, score, report), reruns,
+resume."""
 
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import yaml
 
-from tests.conftest import run_snakemake
+from tests.conftest import copy_project, run_snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -20,22 +23,103 @@ def log_records(root: Path, name: str) -> list[dict]:
     ]
 
 
-def test_default_config_trains_every_experiment_and_averages(project_copy):
-    run_snakemake(project_copy)
-    experiments = yaml.safe_load((project_copy / "config.yaml").read_text())["experiments"]
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory) -> Path:
+    """The README's main command on the embedded default config, run once for this module."""
+    root = copy_project(tmp_path_factory.mktemp("default") / "project")
+    run_snakemake(root)
+    return root
+
+
+def scores(root: Path, name: str, checkpoint: str, split: str) -> dict:
+    return json.loads((root / f"results/scores/{name}/{checkpoint}/{split}.json").read_text())
+
+
+def test_default_config_trains_every_experiment_and_averages(default_run):
+    experiments = yaml.safe_load((default_run / "config.yaml").read_text())["experiments"]
     assert len(experiments) == 4
     for entry in experiments:
         name = entry["name"]
-        summary = json.loads((project_copy / f"runs/{name}/train.json").read_text())
+        summary = json.loads((default_run / f"runs/{name}/train.json").read_text())
         assert summary["steps"] == 500 and len(summary["average_weights"]) == 5
-        losses = [r["loss"] for r in log_records(project_copy, name) if "loss" in r]
+        assert summary["train_flops"] > 0 and summary["device_tflops"] > 0
+        losses = [r["loss"] for r in log_records(default_run, name) if "loss" in r]
         assert losses[-1] < losses[0] / 3, (name, losses)
-        averaged = torch.load(project_copy / f"runs/{name}/averaged.pt", weights_only=False)
+        averaged = torch.load(default_run / f"runs/{name}/averaged.pt", weights_only=False)
         assert averaged["averaged_from"] == summary["average_weights"]
         assert averaged["model_config"]["vocab_size"] == 800
-    one_head = json.loads((project_copy / "runs/tiny_one_head/train.json").read_text())
-    baseline = json.loads((project_copy / "runs/tiny/train.json").read_text())
+    one_head = json.loads((default_run / "runs/tiny_one_head/train.json").read_text())
+    baseline = json.loads((default_run / "runs/tiny/train.json").read_text())
     assert one_head["dev_ppl"] > baseline["dev_ppl"]
+
+
+def test_default_config_learns_to_translate_and_variants_score_differently(default_run):
+    baseline = scores(default_run, "tiny", "averaged", "test")
+    one_head = scores(default_run, "tiny_one_head", "averaged", "test")
+    assert baseline["sentences"] == 500
+    assert baseline["sacrebleu"]["score"] > 85, baseline["sacrebleu"]
+    assert baseline["tokenized_bleu"]["score"] > 85
+    assert one_head["sacrebleu"]["score"] < baseline["sacrebleu"]["score"] - 5
+    hypotheses = (default_run / "runs/tiny/decode/averaged/test.hyp").read_text().splitlines()
+    references = (default_run / "data/toy/clean/test.en-de.de").read_text().splitlines()
+    assert len(hypotheses) == len(references)
+    assert sum(h == r for h, r in zip(hypotheses, references, strict=True)) > 250  # in input order
+
+
+def test_default_config_fills_results_and_the_report(default_run):
+    for table in ("params", "table2", "table3"):
+        for suffix in ("md", "csv", "tex"):
+            assert (default_run / f"results/tables/{table}.{suffix}").stat().st_size > 0
+    table2 = pd.read_csv(default_run / "results/tables/table2.csv")
+    ours = table2[table2["source"] == "ours"]
+    assert len(ours) == 4 and (table2["source"] == "paper").sum() == 8
+    assert ours["train FLOPs, counted"].notna().all()
+    table3 = pd.read_csv(default_run / "results/tables/table3.csv")
+    assert list(table3["row"]) == [
+        "base",
+        "tiny",
+        "A_h1",
+        "tiny_one_head",
+        "E_learned",
+        "tiny_learned_positions",
+        "C_N2",
+        "tiny_one_layer",
+    ]
+    figures = ["learning_rate", "loss_curves", "averaging"]
+    figures += [
+        f"attention/{name}.{view}"
+        for name in ("tiny", "tiny_one_layer")
+        for view in ("sentence1", "sentence2", "word")
+    ]
+    for figure in figures:
+        for suffix in ("png", "pdf"):
+            assert (default_run / f"results/figures/{figure}.{suffix}").stat().st_size > 1000
+    run_snakemake(default_run, "--report", "results/report.zip")
+    with zipfile.ZipFile(default_run / "results/report.zip") as archive:
+        names = archive.namelist()
+    assert any(name.endswith("table2.md") for name in names)
+    assert any(name.endswith("tiny.sentence1.png") for name in names)
+
+
+def test_a_decoding_setting_reruns_decode_score_and_report_but_not_training(default_run):
+    config_path = default_run / "config.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config["experiments"][0]["decode"] = {"alpha": 1.0}  # experiment tiny only
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    trained = mtimes(default_run, "runs/*/train.json") | mtimes(default_run, "runs/*/averaged.pt")
+    others = mtimes(default_run, "runs/tiny_*/decode/*/*")
+    plan = run_snakemake(default_run, "-n").stdout
+    assert "rule decode:" in plan and "rule score:" in plan and "rule table2:" in plan
+    assert "rule train:" not in plan and "rule average:" not in plan
+    run_snakemake(default_run)
+    assert (
+        mtimes(default_run, "runs/*/train.json") | mtimes(default_run, "runs/*/averaged.pt")
+        == trained
+    )
+    assert mtimes(default_run, "runs/tiny_*/decode/*/*") == others
+    record = json.loads((default_run / "runs/tiny/decode/averaged/test.json").read_text())
+    assert record["settings"]["alpha"] == 1.0
+    assert scores(default_run, "tiny", "averaged", "test")["decode"]["alpha"] == 1.0
 
 
 def quick_experiment(root: Path, **train) -> None:

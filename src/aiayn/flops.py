@@ -7,7 +7,10 @@ backward twice as costly). Counts follow the padded shapes the hardware actually
 
 from __future__ import annotations
 
+import os
+import platform
 import time
+from pathlib import Path
 
 import torch
 
@@ -70,8 +73,13 @@ def sustained_tflops(device: torch.device, dtype: torch.dtype, seconds: float = 
 
 
 def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU model with the cores and threads used."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    import platform
-
-    return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+    model = platform.processor() or platform.machine()
+    if Path("/proc/cpuinfo").exists():
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"CPU: {model}, {os.cpu_count()} cores, {torch.get_num_threads()} threads"

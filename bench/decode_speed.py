@@ -1,0 +1,115 @@
+"""Benchmark: beam-search speed of our decoder beside a naive one, in the same run.
+
+Ours: src/aiayn/decode.py with cached self-attention keys/values, encoder keys/values projected
+once, finished sentences dropped from the batch, length-sorted batches. Naive: the same beam
+search and batches, but the decoder recomputes the whole prefix at every step. Both decode the
+newstest2014 English source (3003 sentences) with beam 4, alpha 0.6, max length source + 50,
+and must produce the same translations. The model is a trained weights file (--weights with its
+--subword model) or a randomly initialised preset with a BPE model trained here on the source
+(a random model rarely emits EOS, so most outputs run to the maximum length: a worst case).
+Prints one JSON line; --save writes it under bench/results/.
+
+    python bench/decode_speed.py                                   # base, all 3003 sentences
+    python bench/decode_speed.py --preset tiny --sentences 100     # CPU-sized
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import sentencepiece as spm
+import torch
+
+PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT / "src"))
+
+from aiayn.decode import DecodeSettings  # noqa: E402
+from aiayn.flops import device_name  # noqa: E402
+from aiayn.model import Transformer, build_config  # noqa: E402
+from aiayn.subword import SubwordSettings, train_bpe  # noqa: E402
+from aiayn.translate import load_model, pick_device, translate  # noqa: E402
+
+NEWSTEST2014 = PROJECT.parent / "shared/data/wmt14_newstest/full/newstest2014.en-de.en"
+
+
+def model_and_subword(args, device, workdir: Path):
+    if args.weights:
+        model, _ = load_model(args.weights, device)
+        return model, spm.SentencePieceProcessor(model_file=args.subword)
+    prefix = workdir / "bpe"
+    settings = SubwordSettings(vocab_size=args.vocab)
+    train_bpe([str(args.source)], str(prefix) + ".model", settings)
+    torch.manual_seed(0)
+    model = Transformer(build_config(args.vocab, args.preset)).to(device).eval()
+    return model, spm.SentencePieceProcessor(model_file=str(prefix) + ".model")
+
+
+def run(model, sentences, settings, incremental: bool) -> tuple[list, dict]:
+    hypotheses, timing = translate(model, sentences, settings, incremental=incremental)
+    figures = {
+        k: round(timing[k], 2) for k in ("seconds", "sentences_per_s", "target_tokens_per_s")
+    }
+    return hypotheses, figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--source", type=Path, default=NEWSTEST2014)
+    parser.add_argument("--sentences", type=int, default=None, help="first N (default: all)")
+    parser.add_argument("--preset", default="base")
+    parser.add_argument("--vocab", type=int, default=8000, help="BPE size for a random model")
+    parser.add_argument("--weights", help="a trained weights file (runs/EXP/averaged.pt)")
+    parser.add_argument("--subword", help="its sentencepiece model (data/DATASET/spm/bpe.model)")
+    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--batch-tokens", type=int, default=4000)
+    parser.add_argument("--save", action="store_true")
+    args = parser.parse_args()
+    if args.weights and not args.subword:
+        parser.error("--weights needs --subword")
+    if not args.source.exists():
+        sys.exit(f"{args.source} is missing: pass --source (newstest2014 source, one per line)")
+
+    device = pick_device()
+    lines = args.source.read_text(encoding="utf-8").splitlines()[: args.sentences]
+    with tempfile.TemporaryDirectory() as workdir:
+        model, processor = model_and_subword(args, device, Path(workdir))
+    sentences = [np.array(processor.encode(line)) for line in lines]
+    settings = DecodeSettings(beam=args.beam, alpha=0.6, batch_tokens=args.batch_tokens)
+    ours, ours_figures = run(model, sentences, settings, incremental=True)
+    naive, naive_figures = run(model, sentences, settings, incremental=False)
+    same = sum(a.tokens == b.tokens for a, b in zip(ours, naive, strict=True)) / len(ours)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT, capture_output=True, text=True
+    )
+    record = {
+        "bench": "decode_speed",
+        "device": device_name(device),
+        "commit": commit.stdout.strip(),
+        "date": datetime.date.today().isoformat(),
+        "model": args.weights or f"{args.preset} (random initialisation, vocabulary {args.vocab})",
+        "source": f"{args.source.name}, {len(sentences)} sentences",
+        "beam": args.beam,
+        "alpha": 0.6,
+        "ours_cached": ours_figures,
+        "naive_recompute": naive_figures,
+        "speedup": round(naive_figures["seconds"] / ours_figures["seconds"], 2),
+        "same_translations": round(same, 4),
+    }
+    print(json.dumps(record))
+    if args.save:
+        kind = "gpu" if device.type == "cuda" else "cpu"
+        out = PROJECT / "bench" / "results" / f"decode_speed-{kind}.json"
+        out.write_text(json.dumps(record) + "\n")
+
+
+if __name__ == "__main__":
+    main()
