@@ -188,7 +188,7 @@ def decode_source(wildcards):
     """The binarized source side of the split being decoded."""
     name = experiment(wildcards.experiment)["dataset"]
     prefix = split_prefixes(name, langs(name), wildcards.split, "bin")[0]
-    return [prefix + ".bin", prefix + ".idx"]
+    return [f"{prefix}.bin", f"{prefix}.idx"]
 
 
 def reference_text(wildcards):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, shared
 
 
 def run(*command: str) -> subprocess.CompletedProcess:
@@ -71,6 +71,29 @@ def test_train_throughput_benchmark_compares_ours_with_the_naive_baseline():
         row["ours"]["target_tokens_per_s"] / row["naive_fp32_nn_transformer"]["target_tokens_per_s"]
     )
     assert row["speedup"] == pytest.approx(ratio, abs=0.01)
+
+
+def test_decode_speed_benchmark_compares_cached_with_recomputing_decoding():
+    source = shared("wmt14_newstest", "full", "newstest2014.en-de.en")
+    result = run(
+        sys.executable,
+        "bench/decode_speed.py",
+        "--source",
+        str(source),
+        "--preset",
+        "tiny",
+        "--sentences",
+        "12",
+        "--vocab",
+        "1000",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    assert record["source"] == "newstest2014.en-de.en, 12 sentences" and record["beam"] == 4
+    for decoder in ("ours_cached", "naive_recompute"):
+        assert record[decoder]["sentences_per_s"] > 0 and record[decoder]["target_tokens_per_s"] > 0
+    assert record["same_translations"] == 1.0
+    assert record["speedup"] > 1.0
 
 
 def test_ci_runs_exactly_the_readme_install_and_test_commands():
