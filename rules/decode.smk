@@ -25,11 +25,13 @@ rule decode:
 
 
 rule attention_maps:
-    """Encoder self-attention of the averaged model on the paper's sentences (Figures 3-5)."""
+    """Encoder self-attention of the averaged model on the paper's sentences (Figures 3-5); every
+    layer's weights also go to runs/{experiment}/attention.npz."""
     input:
         model="runs/{experiment}/averaged.pt",
         subword=subword_model,
     output:
+        weights="runs/{experiment}/attention.npz",
         figures=report(
             expand(
                 "results/figures/attention/{{experiment}}.{view}.{ext}",
@@ -51,6 +53,8 @@ rule attention_maps:
     params:
         sentences=config["report"]["attention_sentences"],
         word=config["report"]["attention_word"],
-        code=code_version("translate.py", "model.py", "report/figures.py"),
+        code=code_version(
+            "translate.py", "model.py", "report/figures.py", "report/output.py"
+        ),
     script:
         "../workflow_scripts/attention_maps.py"

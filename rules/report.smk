@@ -75,7 +75,7 @@ rule learning_rate_figure:
     params:
         figure="learning_rate",
         experiments=report_experiments(),
-        code=code_version("report/figures.py", "schedule.py"),
+        code=code_version("report/figures.py", "report/output.py", "schedule.py"),
     script:
         "../workflow_scripts/report_figure.py"
 
@@ -97,7 +97,7 @@ rule loss_curves_figure:
     params:
         figure="loss_curves",
         experiments=report_experiments(),
-        code=code_version("report/figures.py"),
+        code=code_version("report/figures.py", "report/output.py"),
     script:
         "../workflow_scripts/report_figure.py"
 
@@ -119,6 +119,6 @@ rule averaging_figure:
     params:
         figure="averaging",
         experiments=report_experiments(),
-        code=code_version("report/figures.py"),
+        code=code_version("report/figures.py", "report/output.py"),
     script:
         "../workflow_scripts/report_figure.py"

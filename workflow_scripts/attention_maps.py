@@ -1,10 +1,12 @@
 """Rule attention_maps: encoder self-attention of the last-but-one layer on chosen sentences."""
 
+import numpy as np
 import sentencepiece as spm
 
 from aiayn.logs import run_stage
 from aiayn.report import figures
 from aiayn.report.output import save_figure
+from aiayn.textio import atomic_output
 from aiayn.translate import encoder_attention, figure_layer, load_model, pick_device
 
 
@@ -14,11 +16,14 @@ def main():
     layer = figure_layer(model.config.n_layers)
     name = snakemake.wildcards.experiment
     paths = iter(snakemake.output.figures)
-    first = None
-    for sentence in snakemake.params.sentences:
+    first, dump = None, {}
+    for number, sentence in enumerate(snakemake.params.sentences, start=1):
         ids = processor.encode(sentence)
-        weights = encoder_attention(model, ids)[layer]  # (h, S + 1, S + 1), EOS last
+        every_layer = encoder_attention(model, ids)  # (layers, h, S + 1, S + 1), EOS last
+        weights = every_layer[layer]
         pieces = [*(processor.id_to_piece(i) for i in ids), "</s>"]
+        dump[f"sentence{number}_weights"] = every_layer
+        dump[f"sentence{number}_pieces"] = np.array(pieces)
         first = first or (sentence, pieces, weights)
         title = f"{name}: encoder self-attention, layer {layer + 1} of {model.config.n_layers}"
         save_figure(figures.attention_heads(weights, pieces, title), next(paths), next(paths))
@@ -30,6 +35,8 @@ def main():
         query, title = 0, f"{name}: '{word}' is not in sentence 1; first token shown"
     figure = figures.attention_from_token(weights, pieces, query, title)
     save_figure(figure, next(paths), next(paths))
+    with atomic_output(snakemake.output.weights, "wb") as handle:
+        np.savez_compressed(handle, **dump)
 
 
 run_stage(main, snakemake.log[0])

@@ -26,6 +26,8 @@ def save_figure(figure, *paths: str) -> None:
 
     for path in paths:
         suffix = path.rsplit(".", 1)[-1]
+        # No creation date or software version: the same figure gives the same bytes.
+        metadata = {"CreationDate": None} if suffix == "pdf" else {"Software": None}
         with atomic_output(path, "wb") as handle:
-            figure.savefig(handle, format=suffix, bbox_inches="tight", dpi=150)
+            figure.savefig(handle, format=suffix, bbox_inches="tight", dpi=150, metadata=metadata)
     plt.close(figure)
