@@ -180,7 +180,7 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
 
 
-def test_wmt14_preset_plans_the_full_data_stages(project_copy):
+def test_wmt14_preset_plans_every_stage(project_copy):
     result = run_snakemake(project_copy, "-n", "--configfile", "configs/wmt14_en_de.yaml")
     counts = job_counts(result.stdout)
     assert counts == {
@@ -190,11 +190,21 @@ def test_wmt14_preset_plans_the_full_data_stages(project_copy):
         "binarize": 4,
         "train": 2,
         "average": 2,
+        "decode": 8,  # 2 models x (averaged on 3 splits + last checkpoint on newstest2013)
+        "score": 8,
+        "attention_maps": 2,
+        "table2": 1,
+        "table3": 1,
+        "learning_rate_figure": 1,
+        "loss_curves_figure": 1,
+        "averaging_figure": 1,
         "params_table": 1,
         "all": 1,
-        "total": 19,
+        "total": 42,
     }
     assert "data/wmt14_en_de/bin/newstest2014_filtered.en-de.de.idx" in result.stdout
+    assert "results/scores/big_en_de/averaged/newstest2014_filtered.json" in result.stdout
+    assert "results/scores/base_en_de/last/newstest2013.json" in result.stdout
     assert "data/toy/" not in result.stdout
 
 

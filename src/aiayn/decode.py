@@ -61,8 +61,8 @@ class Hypothesis:
     score: float  # log_prob / lp(len(tokens) + 1)
 
 
-def length_penalty(length: int | float, alpha: float) -> float:
-    """lp(Y) = ((5 + |Y|) / 6) ** alpha, |Y| counting EOS."""
+def length_penalty(length, alpha: float):
+    """lp(Y) = ((5 + |Y|) / 6) ** alpha, |Y| counting EOS (a number or a tensor of them)."""
     return ((5.0 + length) / 6.0) ** alpha
 
 
@@ -93,19 +93,20 @@ def beam_search(
     """Best hypothesis of every sentence of source (B, S); source_lengths (B,) exclude EOS."""
     k, alpha = settings.beam_size, settings.alpha
     device, batch = source.device, source.size(0)
-    max_length = (source_lengths.to(device) + settings.max_length_offset).tolist()
+    max_length = source_lengths.to(device) + settings.max_length_offset  # (B,)
     model.start(source, k)
     prefix = torch.full((batch * k, 1), BOS_ID, dtype=torch.long, device=device)
     alive = torch.full((batch, k), -math.inf, device=device)
     alive[:, 0] = 0.0  # all beams start as the same empty hypothesis: expand only one
-    active = list(range(batch))  # original sentence of each row block
+    active = torch.arange(batch, device=device)  # the sentence of each block of k rows
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
-    for t in range(max(max_length) + 1):
-        n = len(active)
+    best_finished = torch.full((batch,), -math.inf, device=device)
+    for t in range(int(max_length.max()) + 1):
+        n = active.numel()
         log_probs = model.log_probs(prefix).float()  # (n*k, V)
         vocab = log_probs.size(-1)
         log_probs[:, PAD_ID] = log_probs[:, BOS_ID] = -math.inf
-        at_limit = torch.tensor([max_length[s] <= t for s in active], device=device)
+        at_limit = max_length[active] <= t  # (n,)
         if at_limit.any():  # the longest allowed: only EOS may follow
             rows = at_limit.repeat_interleave(k)
             eos = log_probs[rows, EOS_ID].clamp(min=-1e9)  # forced, even if improbable
@@ -116,47 +117,48 @@ def beam_search(
         beam_of, token_of = index // vocab, index % vocab
         is_eos = token_of == EOS_ID
         ends = is_eos[:, :k] & torch.isfinite(scores[:, :k])
-        for i, j in ends.nonzero().tolist():
-            tokens = prefix[i * k + beam_of[i, j], 1:].tolist()
-            log_prob = scores[i, j].item()
-            hypothesis = Hypothesis(tokens, log_prob, log_prob / length_penalty(t + 1, alpha))
-            finished[active[i]].append(hypothesis)
+        if ends.any():
+            i, j = ends.nonzero(as_tuple=True)
+            log_prob = scores[i, j]
+            score = log_prob / length_penalty(t + 1, alpha)
+            best_finished.scatter_reduce_(0, active[i], score, reduce="amax")
+            ended = zip(
+                active[i].tolist(),
+                prefix[i * k + beam_of[i, j], 1:].tolist(),
+                log_prob.tolist(),
+                score.tolist(),
+                strict=True,
+            )
+            for sentence, tokens, log_p, normalized in ended:
+                finished[sentence].append(Hypothesis(tokens, log_p, normalized))
         stay = is_eos.long().argsort(dim=1, stable=True)[:, :k]  # first k non-EOS, in rank order
         alive = scores.gather(1, stay)  # (n, k)
         rows = torch.arange(n, device=device).unsqueeze(1) * k + beam_of.gather(1, stay)
-        new_tokens = token_of.gather(1, stay)
-        done = [
-            sentence_done(finished[s], alive[i], t, max_length[s], alpha, settings.search)
-            for i, s in enumerate(active)
-        ]
-        if all(done):
+        done = at_limit | ~torch.isfinite(alive).any(dim=1)
+        if settings.search == "greedy":
+            done |= torch.isfinite(best_finished[active])
+        else:
+            done |= best_finished[active] >= best_possible(alive, t, max_length[active], alpha)
+        if done.all():
             break
-        keep = torch.tensor([not d for d in done], device=device)
-        active = [s for s, d in zip(active, done, strict=True) if not d]
-        rows, alive = rows[keep].view(-1), alive[keep]
+        keep = ~done
+        active, alive, rows = active[keep], alive[keep], rows[keep].view(-1)
         model.keep(rows)
-        prefix = torch.cat([prefix[rows], new_tokens[keep].view(-1, 1)], dim=1)
+        prefix = torch.cat([prefix[rows], token_of.gather(1, stay)[keep].view(-1, 1)], dim=1)
     return [max(hypotheses, key=lambda h: h.score) for hypotheses in finished]
 
 
-def sentence_done(
-    finished: list[Hypothesis],
-    alive: torch.Tensor,
-    t: int,
-    max_length: int,
-    alpha: float,
-    search: str,
-) -> bool:
-    """Whether a sentence can stop after step t (its live hypotheses have t + 1 tokens)."""
-    if t >= max_length or not torch.isfinite(alive).any():
-        return True
-    if not finished:
-        return False
-    if search == "greedy":
-        return True
-    best_alive = alive.max().item()  # <= 0, and only falls as tokens are added
-    largest_penalty = max(length_penalty(t + 2, alpha), length_penalty(max_length + 1, alpha))
-    return max(h.score for h in finished) >= best_alive / largest_penalty
+def best_possible(alive: torch.Tensor, t: int, max_length: torch.Tensor, alpha: float):
+    """The best score a live hypothesis (t + 1 tokens, no EOS yet) could still finish with.
+
+    Its log probability (<= 0) can only fall; it ends with t + 2 to max_length + 1 tokens, so it
+    is divided by at most the larger of those lengths' penalties.
+    """
+    largest_penalty = torch.maximum(
+        torch.full_like(alive[:, 0], length_penalty(t + 2, alpha)),
+        length_penalty(max_length.float() + 1, alpha),
+    )
+    return alive.max(dim=1).values / largest_penalty  # (n,)
 
 
 class IncrementalDecoder:

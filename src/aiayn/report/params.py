@@ -7,6 +7,7 @@ import pandas as pd
 from aiayn.model import PRESETS, TABLE3_ROWS, build_config, count_parameters
 from aiayn.report.output import write_tables as write_formats
 from aiayn.report.paper import TABLE3
+from aiayn.report.tables import architecture
 
 PAPER_VOCABULARY = 37000  # the shared EN-DE BPE vocabulary of section 5.1
 
@@ -15,20 +16,12 @@ def params_table(vocab_size: int = PAPER_VOCABULARY) -> pd.DataFrame:
     rows = []
     for name in [*PRESETS, *TABLE3_ROWS]:
         config = build_config(vocab_size, name)
-        d_k, d_v = config.head_dims
         ours = count_parameters(config) / 1e6
         paper = TABLE3[name][2] if name in TABLE3 else None
         rows.append(
             {
                 "model": name,
-                "N": config.n_layers,
-                "d_model": config.d_model,
-                "d_ff": config.d_ff,
-                "h": config.n_heads,
-                "d_k": d_k,
-                "d_v": d_v,
-                "P_drop": config.dropout,
-                "positions": config.positions,
+                **architecture(config),
                 "params, ours (M)": round(ours, 1),
                 "params, paper (M)": paper,
                 "ours - paper (M)": None if paper is None else round(ours - paper, 1),
