@@ -15,9 +15,15 @@ rule train:
     conda:
         "envs/aiayn.yaml"
     threads: 1
+    resources:
+        # One allocation of `nodes` machines with `processes` GPUs each; the profile adds the
+        # partition, memory, run time and CPUs per GPU (profiles/slurm/config.yaml).
+        nodes=lambda wildcards: experiment(wildcards.experiment)["nodes"],
+        gres=lambda wildcards: f"gpu:{experiment(wildcards.experiment)['processes']}",
     params:
         spec=lambda wildcards: experiment_spec(wildcards.experiment),
         processes=lambda wildcards: experiment(wildcards.experiment)["processes"],
+        nodes=lambda wildcards: experiment(wildcards.experiment)["nodes"],
         code=code_version(
             "model.py",
             "train.py",
@@ -26,6 +32,7 @@ rule train:
             "checkpoint.py",
             "binarize.py",
             "flops.py",
+            "launch.py",
         ),
     script:
         "../workflow_scripts/train.py"

@@ -4,6 +4,12 @@ resume."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -195,3 +201,62 @@ def test_an_unknown_dev_split_is_a_clear_error(project_copy):
         "dev_split 'valid' is not an evaluation split of dataset 'toy'"
         in result.stdout + result.stderr
     )
+
+
+def train_in_background(root: Path) -> subprocess.Popen:
+    """snakemake in its own session, so that one signal reaches all its processes (as SLURM
+    signals every process of a job at its time limit)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "--cores", "2", "runs/quick/train.json"],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def wait_for_step(root: Path, step: int, process: subprocess.Popen, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    log = root / "runs/quick/train.jsonl"
+    while time.monotonic() < deadline:
+        if log.exists() and any(
+            json.loads(line)["step"] >= step for line in log.read_text().splitlines() if line
+        ):
+            return
+        assert process.poll() is None, "training ended before it could be interrupted"
+        time.sleep(0.2)
+    raise AssertionError(f"training did not reach step {step} in {timeout} s")
+
+
+def final_weights(root: Path) -> dict:
+    summary = json.loads((root / "runs/quick/train.json").read_text())
+    return torch.load(root / summary["final_weights"], weights_only=False)["state_dict"]
+
+
+def test_sigterm_checkpoints_and_a_rerun_resumes_to_the_same_weights(tmp_path):
+    settings = {"max_steps": 60, "log_every_steps": 1, "checkpoint_every_steps": 25}
+    straight = copy_project(tmp_path / "straight")
+    quick_experiment(straight, **settings)
+    run_snakemake(straight, "runs/quick/train.json")
+
+    stopped = copy_project(tmp_path / "stopped")
+    quick_experiment(stopped, **settings)
+    process = train_in_background(stopped)
+    wait_for_step(stopped, 30, process)
+    os.killpg(process.pid, signal.SIGTERM)  # every process of the run, as SLURM does
+    assert process.wait(timeout=120) != 0
+    assert not (stopped / "runs/quick/train.json").exists()
+    log = (stopped / "logs/train/quick.log").read_text()
+    match = re.search(r"stopped by SIGTERM at step (\d+) with a checkpoint written", log)
+    assert match, log[-3000:]
+    step = int(match.group(1))
+    assert 30 <= step < 60 and step % 25 != 0  # a checkpoint the schedule would not have made
+    assert (stopped / f"runs/quick/checkpoints/step{step:08d}/COMPLETE").exists()
+
+    run_snakemake(stopped, "runs/quick/train.json")
+    log = (stopped / "logs/train/quick.log").read_text()
+    assert f"resumed from runs/quick/checkpoints/step{step:08d} (step {step})" in log
+    resumed, uninterrupted = final_weights(stopped), final_weights(straight)
+    assert resumed.keys() == uninterrupted.keys()
+    for name, tensor in uninterrupted.items():
+        assert torch.equal(resumed[name], tensor), name

@@ -1,17 +1,22 @@
 """Rule train: write runs/{experiment}/experiment.json and launch the trainer on it.
 
-One process runs `python -m aiayn.train`; several (one per GPU) run under torchrun. Resuming
-from the newest checkpoint in runs/{experiment}/checkpoints/ is automatic.
+One process runs `python -m aiayn.train`; several on one machine run under torchrun; inside a
+SLURM allocation, srun starts one torchrun per node (aiayn.launch). Resuming from the newest
+checkpoint in runs/{experiment}/checkpoints/ is automatic. SIGTERM or SIGUSR1 (a time limit,
+a preemption) is passed on to the trainer, which checkpoints and exits; the job then fails, so
+that Snakemake's retries or SLURM's requeue run it again from that checkpoint.
 """
 
 import json
 import os
+import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from aiayn.errors import InputError
+from aiayn.launch import launch_command
 from aiayn.logs import run_stage
+from aiayn.train import STOP_SIGNALS
 
 
 def main():
@@ -19,21 +24,23 @@ def main():
     path = Path(spec["run_dir"]) / "experiment.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(spec, indent=2))
-    processes = snakemake.params.processes
-    if processes > 1:
-        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-        launcher.append(f"--nproc_per_node={processes}")
-    else:
-        launcher = [sys.executable]
-    command = [*launcher, "-m", "aiayn.train", str(path)]
+    command = launch_command(str(path), snakemake.params.processes, snakemake.params.nodes)
     env = {**os.environ, "OMP_NUM_THREADS": str(snakemake.threads)}
     with open(snakemake.log[0], "a", encoding="utf-8") as log:
         log.write(f"$ {' '.join(command)}\n")
         log.flush()
-        result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    if result.returncode != 0:
+        trainer = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda received, frame: trainer.send_signal(received))
+        returncode = trainer.wait()
+    if returncode in {128 + s for s in STOP_SIGNALS} or returncode in {-s for s in STOP_SIGNALS}:
         raise InputError(
-            f"training {spec['name']} failed (exit {result.returncode}); see {snakemake.log[0]}"
+            f"training {spec['name']} was stopped by a signal (exit {returncode}) after "
+            f"checkpointing; rerun (or let Snakemake retry) to resume. See {snakemake.log[0]}"
+        )
+    if returncode != 0:
+        raise InputError(
+            f"training {spec['name']} failed (exit {returncode}); see {snakemake.log[0]}"
         )
     if not Path(snakemake.output.summary).exists():
         raise InputError(

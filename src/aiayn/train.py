@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import shutil
+import signal
 import socket
 import sys
 import time
@@ -187,6 +188,17 @@ def use_bf16(precision: str, device: torch.device) -> bool:
     return precision == "bf16"
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+class Stopped(Exception):
+    """Training stopped by a signal after writing a checkpoint; rerunning resumes from it."""
+
+    def __init__(self, step: int, signum: int):
+        super().__init__(step, signum)
+        self.step, self.signum = step, signum
+
+
 class Trainer:
     def __init__(self, experiment: Experiment):
         self.exp, self.settings = experiment, experiment.train
@@ -216,6 +228,16 @@ class Trainer:
         }
         self.engine = self.build_engine()
         self.epoch_batches = None
+        self.stop_signal: int | None = None
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self.request_stop)
+
+    def request_stop(self, signum, frame) -> None:
+        """SLURM's time limit or preemption (SIGTERM), or its early warning (--signal=USR1@N):
+        finish the step, write a checkpoint on every rank, and exit for a resubmission."""
+        if self.stop_signal is None:
+            self.stop_signal = signum
+            log.warning("received %s: checkpointing after this step", signal.Signals(signum).name)
 
     def build_engine(self):
         import deepspeed
@@ -287,10 +309,14 @@ class Trainer:
         return tensor.tolist()
 
     # Training ---------------------------------------------------------------------------------
-    def train_step(self, save_requested: bool) -> tuple[float, float, float, bool]:
+    def train_step(self, save_requested: bool) -> tuple[float, float, float, bool, bool]:
+        """One optimizer step. Also agrees over all ranks whether to save now (a rank's timer
+        ran out) and whether to stop (a rank was signalled): every rank must take part."""
         batches = [self.next_batch() for _ in range(self.accumulation)]
         local_tokens = sum(b.target_tokens for b in batches)
-        total_tokens, save_votes = self.all_reduce([local_tokens, float(save_requested)])
+        total_tokens, save_votes, stop_votes = self.all_reduce(
+            [local_tokens, float(save_requested), float(self.stop_signal is not None)]
+        )
         loss_total = nll_total = 0.0
         for batch in batches:
             batch = batch.to(self.device)
@@ -306,7 +332,7 @@ class Trainer:
             nll_total += nll.item()
         self.state["step"] += 1
         self.state["target_tokens"] += int(total_tokens)
-        return loss_total, nll_total, local_tokens, save_votes > 0
+        return loss_total, nll_total, local_tokens, save_votes > 0, stop_votes > 0
 
     @torch.no_grad()
     def evaluate(self) -> dict:
@@ -357,7 +383,7 @@ class Trainer:
                 and self.rank == 0
                 and time.monotonic() - last_save >= 60 * minutes
             )
-            loss, nll, tokens, save_voted = self.train_step(save_due)
+            loss, nll, tokens, save_voted, stop_voted = self.train_step(save_due)
             step = self.state["step"]
             self.state["seconds"] = seconds_before + time.monotonic() - start
             window["loss"], window["nll"], window["tokens"] = (
@@ -376,9 +402,12 @@ class Trainer:
                     {"step": step, **last_dev, "seconds": round(self.state["seconds"], 2)}
                 )
             every = settings.checkpoint_every_steps
-            if save_voted or final or (every and step % every == 0):
+            if save_voted or stop_voted or final or (every and step % every == 0):
                 self.save()
                 last_save = time.monotonic()
+            if stop_voted and not final:
+                bar.close()
+                raise Stopped(step, self.stop_signal)
         bar.close()
         if not last_dev:  # resumed a finished run
             last_dev = self.evaluate()
@@ -565,6 +594,13 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         log.error("%s", err)
         return 1
+    except Stopped as stop:
+        log.warning(
+            "stopped by %s at step %d with a checkpoint written; rerun to resume from it",
+            signal.Signals(stop.signum).name,
+            stop.step,
+        )
+        return 128 + stop.signum
     finally:
         if torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()

@@ -1,0 +1,77 @@
+"""How the train rule starts the trainer: one process, torchrun on one machine, or one torchrun
+per node through srun inside a SLURM allocation.
+
+Inside SLURM, every multi-process run (one node or many) takes the same path: `srun --overlap`
+starts one torchrun per node of the job's allocation, and the torchruns meet at a c10d
+rendezvous on the allocation's first node. So going from 1 to N machines changes only the
+experiment's `nodes` (and the GPUs per node, `processes`), never the launch code.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from aiayn.errors import InputError
+
+
+def slurm_hosts(job_id: str) -> list[str]:
+    """The host names of a SLURM job's allocation, first node first."""
+    nodelist = subprocess.run(
+        ["squeue", "--noheader", "--jobs", job_id, "--format", "%N"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    expanded = subprocess.run(
+        ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True
+    )
+    return expanded.stdout.split()
+
+
+def launch_command(experiment_json: str, processes: int, nodes: int, env=None) -> list[str]:
+    """The command line that trains `experiment_json` with `processes` per node on `nodes`."""
+    env = os.environ if env is None else env
+    trainer = ["-m", "aiayn.train", experiment_json]
+    job_id = env.get("SLURM_JOB_ID")
+    if nodes > 1 and not job_id:
+        raise InputError(
+            f"nodes: {nodes} needs a SLURM allocation of {nodes} nodes: run the workflow with "
+            "`--profile profiles/slurm` (or set nodes: 1)"
+        )
+    if processes * nodes == 1:
+        return [sys.executable, *trainer]
+    if not job_id:
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={processes}",
+            *trainer,
+        ]
+    hosts = slurm_hosts(job_id)
+    if len(hosts) < nodes:
+        raise InputError(
+            f"nodes: {nodes}, but SLURM job {job_id} has {len(hosts)} node(s) ({hosts}): "
+            "the rule's `nodes` resource must match the experiment"
+        )
+    return [
+        "srun",
+        "--overlap",
+        f"--jobid={job_id}",
+        f"--nodes={nodes}",
+        f"--ntasks={nodes}",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=1",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={nodes}",
+        f"--nproc_per_node={processes}",
+        "--rdzv_backend=c10d",
+        f"--rdzv_endpoint={hosts[0]}:{29500 + int(job_id) % 1000}",  # jobs on one node differ
+        f"--rdzv_id=aiayn-{job_id}",
+        *trainer,
+    ]

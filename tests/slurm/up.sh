@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Bring up a one-node SLURM cluster on this machine, without systemd, for the SLURM tests:
+# munged, slurmctld and slurmd started in the background, stopped by tests/slurm/down.sh.
+# Needs root and Debian's slurmctld, slurmd, slurm-client and munge (README, "Development").
+# The node has two fake GPUs (character devices like /dev/null) so that GPU requests
+# (--gres=gpu:N) are really scheduled; training on them falls back to the CPU.
+# No accounting daemon: sacct does not work, so profiles must query job status with squeue.
+set -euo pipefail
+
+state=${AIAYN_SLURM_STATE:-/tmp/aiayn-slurm}
+conf_dir=/etc/slurm
+host=$(hostname -s)
+cpus=$(nproc)
+memory_mb=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024))
+
+mkdir -p "$state"/{ctld,d,log,run} "$conf_dir"
+for gpu in 0 1; do
+    [ -e "$state/gpu$gpu" ] || mknod "$state/gpu$gpu" c 1 3
+done
+
+cat > "$conf_dir/slurm.conf" <<CONF
+ClusterName=aiayn
+SlurmctldHost=${host}(127.0.0.1)
+AuthType=auth/munge
+CredType=cred/munge
+SlurmUser=root
+SlurmdUser=root
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=1024
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+MinJobAge=600
+SchedulerParameters=sched_interval=2
+ReturnToService=2
+KillWait=30
+StateSaveLocation=$state/ctld
+SlurmdSpoolDir=$state/d
+SlurmctldPidFile=$state/run/slurmctld.pid
+SlurmdPidFile=$state/run/slurmd.pid
+SlurmctldLogFile=$state/log/slurmctld.log
+SlurmdLogFile=$state/log/slurmd.log
+GresTypes=gpu
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$memory_mb Gres=gpu:2 State=UNKNOWN
+PartitionName=cpu Nodes=$host Default=YES MaxTime=INFINITE State=UP
+PartitionName=gpu Nodes=$host MaxTime=INFINITE State=UP
+CONF
+cat > "$conf_dir/gres.conf" <<CONF
+NodeName=$host Name=gpu File=$state/gpu0
+NodeName=$host Name=gpu File=$state/gpu1
+CONF
+
+if ! pgrep -x munged > /dev/null; then
+    mkdir -p /run/munge && chown munge:munge /run/munge
+    runuser -u munge -- /usr/sbin/munged --force
+fi
+slurmctld
+slurmd
+
+for _ in $(seq 1 60); do
+    if [ "$(sinfo -h -n "$host" -o %T 2> /dev/null | head -1)" = "idle" ]; then
+        echo "SLURM is up: node $host, $cpus CPUs, 2 GPUs (fake), partitions cpu and gpu"
+        exit 0
+    fi
+    sleep 0.5
+done
+echo "SLURM did not come up; see $state/log/" >&2
+exit 1
