@@ -13,6 +13,11 @@ host=$(hostname -s)
 cpus=$(nproc)
 memory_mb=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024))
 
+if scontrol ping 2> /dev/null | grep -q "is UP"; then
+    echo "SLURM is already up (tests/slurm/down.sh stops it)"
+    exit 0
+fi
+
 mkdir -p "$state"/{ctld,d,log,run} "$conf_dir"
 for gpu in 0 1; do
     [ -e "$state/gpu$gpu" ] || mknod "$state/gpu$gpu" c 1 3

@@ -1,0 +1,28 @@
+"""The launch command for each placement (the SLURM path runs for real in test_slurm.py)."""
+
+import sys
+
+import pytest
+
+from aiayn.errors import InputError
+from aiayn.launch import launch_command
+
+
+def test_one_process_runs_the_trainer_directly():
+    assert launch_command("runs/x/experiment.json", 1, 1, env={}) == [
+        sys.executable,
+        "-m",
+        "aiayn.train",
+        "runs/x/experiment.json",
+    ]
+
+
+def test_several_processes_on_one_machine_run_under_torchrun_standalone():
+    command = launch_command("runs/x/experiment.json", 4, 1, env={})
+    assert command[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4"]
+    assert command[-3:] == ["-m", "aiayn.train", "runs/x/experiment.json"]
+
+
+def test_several_nodes_outside_slurm_are_refused_with_the_fix():
+    with pytest.raises(InputError, match="needs a SLURM allocation of 2 nodes.*profiles/slurm"):
+        launch_command("runs/x/experiment.json", 8, 2, env={})

@@ -1,0 +1,134 @@
+"""The workflow through a real SLURM cluster: tests/slurm/up.sh brings up slurmctld, slurmd and
+munged on this machine (one node, 2 fake GPUs), every job goes through sbatch, down.sh stops it.
+
+Needs root and Debian's slurmctld, slurmd, slurm-client and munge; .ci/run installs them. Outside
+CI the tests skip without them; in CI (CI=true) their absence is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import PROJECT, copy_project, run_snakemake
+
+pytestmark = pytest.mark.workflow
+SLURM = PROJECT / "tests" / "slurm"
+SUBMITTED = re.compile(r"has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster():
+    missing = [
+        tool for tool in ("slurmctld", "slurmd", "sbatch", "munged") if not shutil.which(tool)
+    ]
+    if missing or os.geteuid() != 0:
+        reason = (
+            f"SLURM is not installed ({', '.join(missing)} missing): "
+            "apt-get install slurmctld slurmd slurm-client munge"
+            if missing
+            else "tests/slurm/up.sh needs root"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the SLURM tests: {reason}")
+        pytest.skip(reason)
+    subprocess.run([SLURM / "up.sh"], check=True)
+    yield
+    subprocess.run([SLURM / "down.sh"], check=False)
+
+
+def with_test_profile(root: Path) -> Path:
+    shutil.copytree(SLURM / "profile", root / "slurm_profile")
+    return root
+
+
+def submitted_jobs(output: str) -> dict[str, list[str]]:
+    """SLURM job ids by rule, from the plugin's submission messages."""
+    jobs: dict[str, list[str]] = {}
+    for job_id, log in SUBMITTED.findall(output):
+        rule = re.search(r"rule_(\w+)", log).group(1)
+        jobs.setdefault(rule, []).append(job_id)
+    return jobs
+
+
+def slurm_job(job_id: str) -> str:
+    return subprocess.run(
+        ["scontrol", "show", "job", job_id], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_the_test_profile_differs_from_the_shipped_one_only_in_limits():
+    shipped = yaml.safe_load((PROJECT / "profiles/slurm/config.yaml").read_text())
+    test = yaml.safe_load((SLURM / "profile/config.yaml").read_text())
+    limits = {"mem_mb", "runtime", "cpus_per_gpu"}
+
+    def without_limits(profile):
+        profile = json.loads(json.dumps(profile))
+        profile.pop("slurm-init-seconds-before-status-checks")
+        profile.pop("set-threads")
+        for resources in [profile["default-resources"], *profile["set-resources"].values()]:
+            for key in limits & set(resources):
+                resources.pop(key)
+        return profile
+
+    assert without_limits(shipped) == without_limits(test)
+    assert shipped["slurm-status-command"] == "squeue" and shipped["executor"] == "slurm"
+
+
+def test_default_pipeline_runs_every_job_through_slurm(slurm_cluster, tmp_path):
+    root = with_test_profile(copy_project(tmp_path / "project"))
+    result = run_snakemake(root, "--profile", "slurm_profile")
+    output = result.stdout + result.stderr
+    jobs = submitted_jobs(output)
+    ids = [job_id for ids in jobs.values() for job_id in ids]
+    assert len(ids) == len(set(ids))
+    assert len(jobs["train"]) == 4 and len(jobs["decode"]) == 12 and len(jobs["score"]) == 12
+    assert {"download", "clean", "subword", "binarize", "average", "table2", "table3"} <= set(jobs)
+    assert (root / "results/tables/table2.md").exists()
+    train = slurm_job(jobs["train"][0])
+    assert "Partition=gpu" in train and re.search(r"gres[:/]gpu[:=]1", train), train
+    assert "Partition=cpu" in slurm_job(jobs["clean"][0])
+    scores = json.loads((root / "results/scores/tiny/averaged/test.json").read_text())
+    assert scores["sacrebleu"]["score"] > 85
+
+
+def test_two_processes_train_through_srun_and_torchrun_under_slurm(slurm_cluster, tmp_path):
+    root = with_test_profile(copy_project(tmp_path / "project"))
+    config = yaml.safe_load((root / "config.yaml").read_text())
+    config["experiments"] = [
+        {
+            "name": "pair",
+            "dataset": "toy",
+            "model": "tiny",
+            "overrides": {"d_model": 32, "d_ff": 64, "n_heads": 2},
+            "processes": 2,
+            "train": {
+                "max_steps": 20,
+                "warmup_steps": 10,
+                "tokens_per_step": 2000,
+                "tokens_per_batch": 1000,
+                "checkpoint_every_steps": 10,
+                "checkpoint_every_minutes": None,
+                "average_last": 2,
+                "log_every_steps": 10,
+                "dev_every_steps": 10,
+            },
+        }
+    ]
+    (root / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    result = run_snakemake(root, "--profile", "slurm_profile", "runs/pair/train.json")
+    jobs = submitted_jobs(result.stdout + result.stderr)
+    assert re.search(r"gres[:/]gpu[:=]2", slurm_job(jobs["train"][0]))
+    summary = json.loads((root / "runs/pair/train.json").read_text())
+    assert summary["processes"] == 2 and summary["ranks_agree"] and summary["steps"] == 20
+    log = (root / "logs/train/pair.log").read_text()
+    launch = next(line for line in log.splitlines() if line.startswith("$ "))
+    assert launch.startswith("$ srun --overlap") and "--rdzv_backend=c10d" in launch
+    assert "--nnodes=1" in launch and "--nproc_per_node=2" in launch
