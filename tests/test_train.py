@@ -266,6 +266,10 @@ def test_two_processes_train_and_end_with_identical_weights(tmp_path, copy_data)
     assert summary["processes"] == 2 and summary["accumulation"] == 1
     assert summary["ranks_agree"] is True and summary["steps"] == 4
     shutil.rmtree(tmp_path / "ddp")
+    # FLOPs are counted over both processes: per target token as many as one process doing it all.
+    alone = train(experiment(tmp_path / "one.json", copy_data, max_steps=4, tokens_per_batch=600))
+    per_token = summary["train_flops"] / summary["target_tokens"]
+    assert per_token == pytest.approx(alone["train_flops"] / alone["target_tokens"], rel=0.2)
 
 
 @pytest.mark.parametrize(

@@ -222,7 +222,7 @@ class Trainer:
             "epoch": 0,
             "batch": 0,
             "target_tokens": 0,
-            "train_flops": 0,  # counted on padded shapes, forward + backward (see flops.py)
+            "train_flops": 0,
             "seconds": 0.0,
             "world_size": self.world,
         }
@@ -314,16 +314,21 @@ class Trainer:
         ran out) and whether to stop (a rank was signalled): every rank must take part."""
         batches = [self.next_batch() for _ in range(self.accumulation)]
         local_tokens = sum(b.target_tokens for b in batches)
-        total_tokens, save_votes, stop_votes = self.all_reduce(
-            [local_tokens, float(save_requested), float(self.stop_signal is not None)]
+        local_flops = sum(
+            training_flops(self.exp.model, *b.source.shape, b.target_in.size(1)) for b in batches
+        )
+        total_tokens, total_flops, save_votes, stop_votes = self.all_reduce(
+            [
+                local_tokens,
+                local_flops,
+                float(save_requested),
+                float(self.stop_signal is not None),
+            ]
         )
         loss_total = nll_total = 0.0
         for batch in batches:
             batch = batch.to(self.device)
             logits = self.engine(batch.source, batch.target_in)
-            self.state["train_flops"] += training_flops(
-                self.exp.model, *batch.source.shape, batch.target_in.size(1)
-            )
             loss, nll = label_smoothed_loss(logits, batch.target_out, self.settings.label_smoothing)
             # DeepSpeed averages gradients over ranks: * world makes it a sum over all tokens.
             self.engine.backward(loss * (self.world / total_tokens), scale_wrt_gas=False)
@@ -332,6 +337,7 @@ class Trainer:
             nll_total += nll.item()
         self.state["step"] += 1
         self.state["target_tokens"] += int(total_tokens)
+        self.state["train_flops"] += int(total_flops)  # all processes, padded shapes (flops.py)
         return loss_total, nll_total, local_tokens, save_votes > 0, stop_votes > 0
 
     @torch.no_grad()
