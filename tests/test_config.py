@@ -12,7 +12,9 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from aiayn.data.clean import CleanSettings
-from aiayn.experiments import resolve
+from aiayn.decode import DecodeSettings
+from aiayn.errors import InputError
+from aiayn.experiments import resolve, resolve_evaluation
 from aiayn.model import TABLE3_ROWS
 from aiayn.subword import SubwordSettings
 from aiayn.train import TrainSettings
@@ -195,3 +197,48 @@ def test_training_defaults_agree_with_the_code():
     assert (
         config["experiments"][0]["model"] == "base" and config["experiments"][0]["processes"] == 1
     )
+
+
+def test_decode_defaults_agree_with_the_code_and_are_the_papers():
+    config = load("config.yaml")
+    config["experiments"] = [{"name": "x", "dataset": "toy"}]
+    validate(config, SCHEMA)
+    entry = config["experiments"][0]
+    assert entry["decode"] == dataclasses.asdict(DecodeSettings())
+    assert (entry["decode"]["beam"], entry["decode"]["alpha"]) == (4, 0.6)
+    assert entry["decode"]["max_length_offset"] == 50 and entry["nodes"] == 1
+    evaluation = resolve_evaluation(entry, config["datasets"])
+    assert evaluation["eval_splits"] == ["dev", "test"] and evaluation["paper_row"] == "base"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"eval_splits": ["valid"]}, "eval_splits \\['valid'\\] are not evaluation splits"),
+        ({"eval_splits": ["train"]}, "eval_splits \\['train'\\] are not evaluation splits"),
+        ({"paper_row": "A_h3"}, "paper_row 'A_h3' is not a row of the paper's Table 3"),
+        ({"decode": {"search": "sample"}}, "decode.search must be 'beam' or 'greedy'"),
+    ],
+)
+def test_bad_evaluation_settings_are_named(change, message):
+    config = load("config.yaml")
+    entry = {**config["experiments"][0], **change}
+    with pytest.raises(InputError, match=f"experiment 'tiny': {message}"):
+        resolve_evaluation(entry, config["datasets"])
+
+
+def test_paper_rows_of_the_presets():
+    config = merged("config.yaml", "configs/wmt14_en_de.yaml", "configs/table3.yaml")
+    rows = {
+        e["name"]: resolve_evaluation(e, config["datasets"])["paper_row"]
+        for e in config["experiments"]
+    }
+    assert rows["table3_A_h1"] == "A_h1" and rows["table3_big"] == "big"
+    assert rows["table3_D_ls0.2"] == "D_ls0.2"
+    toy = {e["name"]: e.get("paper_row") for e in load("config.yaml")["experiments"]}
+    assert toy == {
+        "tiny": "base",
+        "tiny_one_head": "A_h1",
+        "tiny_learned_positions": "E_learned",
+        "tiny_one_layer": "C_N2",
+    }
