@@ -159,9 +159,10 @@ def evaluations(name):
     return [("averaged", split) for split in splits] + [("last", dev)]
 
 
-def score_files(names=None, checkpoint=None):
+def score_files(checkpoint=None):
+    """Score files of every experiment, or of its averaged or last model only."""
     files = []
-    for name in experiment_names() if names is None else names:
+    for name in experiment_names():
         for kind, split in evaluations(name):
             if checkpoint in (None, kind):
                 files.append(f"results/scores/{name}/{kind}/{split}.json")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 PROJECT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("AIAYN_SHARED_DATA", PROJECT.parent / "shared" / "data"))
@@ -107,3 +108,31 @@ def stage_sacrebleu_cache(cache: Path) -> Path:
         with tarfile.open(raw / tarball, "w:gz") as tar:
             tar.add(raw / folder, arcname=folder)
     return cache
+
+
+def quick_experiment(root: Path, name: str = "quick", processes: int = 1, **train) -> None:
+    """Replace the config's experiments by one very small model trained for a few steps."""
+    config = yaml.safe_load((root / "config.yaml").read_text())
+    settings = {
+        "max_steps": 30,
+        "warmup_steps": 20,
+        "tokens_per_step": 1000,
+        "tokens_per_batch": 1000,
+        "checkpoint_every_steps": 10,
+        "checkpoint_every_minutes": None,
+        "average_last": 2,
+        "log_every_steps": 10,
+        "dev_every_steps": 10,
+        **train,
+    }
+    config["experiments"] = [
+        {
+            "name": name,
+            "dataset": "toy",
+            "model": "tiny",
+            "overrides": {"d_model": 32, "d_ff": 64, "n_heads": 2},
+            "processes": processes,
+            "train": settings,
+        }
+    ]
+    (root / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))

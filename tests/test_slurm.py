@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import PROJECT, copy_project, run_snakemake
+from tests.conftest import PROJECT, copy_project, quick_experiment, run_snakemake
 
 pytestmark = pytest.mark.workflow
 SLURM = PROJECT / "tests" / "slurm"
@@ -101,28 +101,9 @@ def test_default_pipeline_runs_every_job_through_slurm(slurm_cluster, tmp_path):
 
 def test_two_processes_train_through_srun_and_torchrun_under_slurm(slurm_cluster, tmp_path):
     root = with_test_profile(copy_project(tmp_path / "project"))
-    config = yaml.safe_load((root / "config.yaml").read_text())
-    config["experiments"] = [
-        {
-            "name": "pair",
-            "dataset": "toy",
-            "model": "tiny",
-            "overrides": {"d_model": 32, "d_ff": 64, "n_heads": 2},
-            "processes": 2,
-            "train": {
-                "max_steps": 20,
-                "warmup_steps": 10,
-                "tokens_per_step": 2000,
-                "tokens_per_batch": 1000,
-                "checkpoint_every_steps": 10,
-                "checkpoint_every_minutes": None,
-                "average_last": 2,
-                "log_every_steps": 10,
-                "dev_every_steps": 10,
-            },
-        }
-    ]
-    (root / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    quick_experiment(
+        root, name="pair", processes=2, max_steps=20, warmup_steps=10, tokens_per_step=2000
+    )
     result = run_snakemake(root, "--profile", "slurm_profile", "runs/pair/train.json")
     jobs = submitted_jobs(result.stdout + result.stderr)
     assert re.search(r"gres[:/]gpu[:=]2", slurm_job(jobs["train"][0]))

@@ -18,7 +18,7 @@ import pytest
 import torch
 import yaml
 
-from tests.conftest import copy_project, run_snakemake
+from tests.conftest import copy_project, quick_experiment, run_snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -126,32 +126,6 @@ def test_a_decoding_setting_reruns_decode_score_and_report_but_not_training(defa
     record = json.loads((default_run / "runs/tiny/decode/averaged/test.json").read_text())
     assert record["settings"]["alpha"] == 1.0
     assert scores(default_run, "tiny", "averaged", "test")["decode"]["alpha"] == 1.0
-
-
-def quick_experiment(root: Path, **train) -> None:
-    config = yaml.safe_load((root / "config.yaml").read_text())
-    settings = {
-        "max_steps": 30,
-        "warmup_steps": 20,
-        "tokens_per_step": 1000,
-        "tokens_per_batch": 1000,
-        "checkpoint_every_steps": 10,
-        "checkpoint_every_minutes": None,
-        "average_last": 2,
-        "log_every_steps": 10,
-        "dev_every_steps": 10,
-        **train,
-    }
-    config["experiments"] = [
-        {
-            "name": "quick",
-            "dataset": "toy",
-            "model": "tiny",
-            "overrides": {"d_model": 32, "d_ff": 64, "n_heads": 2},
-            "train": settings,
-        }
-    ]
-    (root / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
 
 def mtimes(root: Path, pattern: str) -> dict:
