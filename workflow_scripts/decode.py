@@ -10,7 +10,7 @@ from aiayn.binarize import IndexedDataset
 from aiayn.decode import DecodeSettings
 from aiayn.errors import InputError
 from aiayn.logs import run_stage, save_record
-from aiayn.textio import atomic_output
+from aiayn.textio import write_lines
 from aiayn.translate import load_model, pick_device, translate
 
 
@@ -40,8 +40,7 @@ def main():
     desc = f"{wildcards.experiment}/{wildcards.checkpoint}/{wildcards.split}"
     hypotheses, timing = translate(model, sentences, settings, desc=desc)
     lines = [" ".join(processor.decode(h.tokens).splitlines()) for h in hypotheses]
-    with atomic_output(snakemake.output.hypotheses) as handle:
-        handle.writelines(line + "\n" for line in lines)
+    write_lines(snakemake.output.hypotheses, lines)
     logging.getLogger("aiayn").info("%s: %d sentences", snakemake.output.hypotheses, len(lines))
     save_record(
         snakemake.output.record,

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from aiayn.batching import round_up
 from aiayn.subword import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -210,7 +211,7 @@ def length_sorted_batches(
     order = np.argsort(-np.asarray(lengths), kind="stable")
     batches, current, longest = [], [], 0
     for index in order:
-        padded = -(-(int(lengths[index]) + 1) // pad_to) * pad_to  # + EOS, rounded up
+        padded = round_up(int(lengths[index]) + 1, pad_to)  # + EOS
         if current and (len(current) + 1) * max(longest, padded) > batch_tokens:
             batches.append(np.array(current))
             current, longest = [], 0
@@ -224,7 +225,7 @@ def length_sorted_batches(
 def source_batch(sentences: list[np.ndarray], pad_to: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     """Padded source ids (B, S) with EOS appended, as in training, and the lengths without EOS."""
     lengths = torch.tensor([len(s) for s in sentences])
-    width = -(-(int(lengths.max()) + 1) // pad_to) * pad_to
+    width = round_up(int(lengths.max()) + 1, pad_to)
     source = torch.full((len(sentences), width), PAD_ID, dtype=torch.long)
     for row, ids in enumerate(sentences):
         source[row, : len(ids)] = torch.as_tensor(np.asarray(ids, dtype=np.int64))

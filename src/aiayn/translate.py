@@ -4,7 +4,6 @@ detokenized output in input order; and encoder self-attention maps for the figur
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from pathlib import Path
 
@@ -23,8 +22,6 @@ from aiayn.decode import (
 )
 from aiayn.logs import progress
 from aiayn.model import Transformer, TransformerConfig
-
-log = logging.getLogger(__name__)
 
 
 def pick_device(name: str = "auto") -> torch.device:
