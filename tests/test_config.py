@@ -34,6 +34,7 @@ def load(name):
         "configs/wmt14_en_de.yaml",
         "configs/wmt14_en_fr.yaml",
         "configs/multi30k.yaml",
+        "configs/wmt14_en_de_sample.yaml",
     ],
 )
 def test_presets_validate(name):
@@ -41,6 +42,16 @@ def test_presets_validate(name):
     validate(config, SCHEMA)
     for name, dataset in config["datasets"].items():
         assert name in config["prepare"] and "train" in dataset["splits"]
+
+
+def test_the_wmt14_sample_is_evaluated_on_the_full_configs_test_sets():
+    """The sample config stands in for configs/wmt14_en_de.yaml: only its training data differ."""
+    full = load("configs/wmt14_en_de.yaml")["datasets"]["wmt14_en_de"]
+    sample = load("configs/wmt14_en_de_sample.yaml")["datasets"]["wmt14_en_de_sample"]
+    evaluation = {name: spec for name, spec in full["splits"].items() if name != "train"}
+    assert {n: s for n, s in sample["splits"].items() if n != "train"} == evaluation
+    assert sample["langs"] == full["langs"]
+    assert sample["splits"]["train"]["detokenize"] == "moses"
 
 
 def test_defaults_are_filled_and_agree_with_the_code():

@@ -80,9 +80,9 @@ def fetch_toy(
     return {"source": "toy", "partition": partition, "seed": spec["seed"], "lines": lines}
 
 
-def _copy_stream(location: str, output: str) -> str:
-    """Copy one local file or URL byte for byte (gunzipped if it ends in .gz); return its sha256."""
-    digest = hashlib.sha256()
+@contextlib.contextmanager
+def _open_location(location: str):
+    """A local file or URL as a binary stream, gunzipped when the name ends in .gz."""
     if is_url(location):
         try:
             opened = urllib.request.urlopen(location, timeout=60)  # noqa: S310 - user-configured URL
@@ -102,22 +102,60 @@ def _copy_stream(location: str, output: str) -> str:
         stream = stack.enter_context(opened)
         if location.endswith(".gz"):
             stream = stack.enter_context(gzip.GzipFile(fileobj=stream))
-        out = stack.enter_context(atomic_output(output, "wb"))
+        yield stream
+
+
+def _copy_stream(location: str, output: str) -> str:
+    """Copy one local file or URL byte for byte (gunzipped if it ends in .gz); return its sha256."""
+    digest = hashlib.sha256()
+    with _open_location(location) as stream, atomic_output(output, "wb") as out:
         while chunk := stream.read(1 << 20):
             digest.update(chunk)
             out.write(chunk)
     return digest.hexdigest()
 
 
+def _detokenize_stream(location: str, output: str, lang: str) -> str:
+    """Undo Moses tokenization line by line (spaces around punctuation, XML escapes such as
+    &apos; and &quot;), so that BPE and BLEU see text as written; return the input's sha256."""
+    from sacremoses import MosesDetokenizer
+
+    detokenizer = MosesDetokenizer(lang=lang)
+    digest = hashlib.sha256()
+    with _open_location(location) as stream, atomic_output(output) as out:
+        for number, raw in enumerate(progress(stream, desc=f"detokenize {lang}"), start=1):
+            digest.update(raw)
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as err:
+                raise InputError(
+                    f"{location}, line {number}: not UTF-8 ({err.reason} at byte {err.start}); "
+                    "re-encode the file as UTF-8."
+                ) from None
+            out.write(detokenizer.detokenize(line.split(), unescape=True))
+            out.write("\n")
+    return digest.hexdigest()
+
+
 def fetch_local(
     spec: dict, langs: Langs, outputs: Outputs, split: str, root: str | None = None
 ) -> dict:
-    """Byte copies, so that the clean stage reports bad bytes at their original line numbers."""
+    """Byte copies, so that the clean stage reports bad bytes at their original line numbers;
+    or, for Moses-tokenized files (`detokenize: moses`), detokenized copies, line for line."""
     locations = local_files(spec, langs, root)
+    detokenize = spec.get("detokenize")
+    if detokenize not in (None, "moses"):
+        raise InputError(
+            f"split {split!r}: detokenize must be `moses` or absent, not {detokenize!r}"
+        )
     digests = [
-        _copy_stream(location, output) for location, output in zip(locations, outputs, strict=True)
+        _detokenize_stream(location, output, lang) if detokenize else _copy_stream(location, output)
+        for location, output, lang in zip(locations, outputs, langs, strict=True)
     ]
-    return {"source": "local", "files": locations, "sha256_uncompressed": digests}
+    record = {"source": "local", "files": locations, "sha256_uncompressed": digests}
+    if detokenize:
+        record["detokenized"] = "sacremoses MosesDetokenizer, XML escapes undone"
+    return record
 
 
 def _hf_hint(spec: dict, langs: Langs) -> str:
