@@ -103,3 +103,21 @@ def test_ci_runs_exactly_the_readme_install_and_test_commands():
     assert commands == ['pip install -e ".[dev]"', "snakemake --cores all", "pytest"]
     ci = (PROJECT / ".ci" / "run").read_text()
     assert 'python -m pip install -e ".[dev]"' in ci and "\npytest || status=$?" in ci
+
+
+def test_readme_quotes_the_committed_multi30k_run():
+    """The README's Multi30k row is the run recorded in results/multi30k/run.json."""
+    run_record = json.loads((PROJECT / "results" / "multi30k" / "run.json").read_text())
+    scores = json.loads(
+        (
+            PROJECT / "results/multi30k/scores/multi30k_small/averaged/test_2016_flickr.json"
+        ).read_text()
+    )
+    test = run_record["scores"]["averaged_test_2016_flickr"]
+    assert round(scores["sacrebleu"]["score"], 2) == test["sacrebleu"] >= 30
+    assert run_record["train_seconds"] <= 30 * 60
+    readme = (PROJECT / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| CPU, ≤ 30 min"))
+    assert f"**{test['sacrebleu']:.1f}**" in row
+    assert f"{run_record['train_seconds']:.0f} s" in row
+    assert run_record["command"] in readme.replace(" \\\n    ", " ")
