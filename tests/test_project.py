@@ -121,3 +121,23 @@ def test_readme_quotes_the_committed_multi30k_run():
     assert f"**{test['sacrebleu']:.1f}**" in row
     assert f"{run_record['train_seconds']:.0f} s" in row
     assert run_record["command"] in readme.replace(" \\\n    ", " ")
+
+
+def test_readme_quotes_the_committed_wmt14_sample_run():
+    run_record = json.loads((PROJECT / "results" / "wmt14_en_de_sample" / "run.json").read_text())
+    readme = (PROJECT / "README.md").read_text()
+    for key, label in (("full", "full"), ("filtered", "filtered")):
+        score = run_record["scores"][f"averaged_newstest2014_{key}"]
+        row = next(
+            line for line in readme.splitlines() if line.startswith(f"| newstest2014, {label}")
+        )
+        cells = [cell.strip() for cell in row.split("|")]
+        assert cells[2:7] == [
+            str(score["sentences"]),
+            str(score["ref_len_13a"]),
+            f"{score['tokenized_bleu']:.2f}",
+            f"{score['sacrebleu']:.2f}",
+            f"{score['chrf']:.1f}",
+        ]
+    table = (PROJECT / "results/wmt14_en_de_sample/tables/table2.md").read_text()
+    assert "Transformer (base model)" in table and "(sacrebleu wmt14/full, 3003 lines)" in table
