@@ -2,12 +2,15 @@
 
 Ours: src/aiayn/decode.py with cached self-attention keys/values, encoder keys/values projected
 once, finished sentences dropped from the batch, length-sorted batches. Naive: the same beam
-search and batches, but the decoder recomputes the whole prefix at every step. Both decode the
-newstest2014 English source (3003 sentences) with beam 4, alpha 0.6, max length source + 50,
-and must produce the same translations. The model is a trained weights file (--weights with its
---subword model) or a randomly initialised preset with a BPE model trained here on the source
-(a random model rarely emits EOS, so most outputs run to the maximum length: a worst case).
-Prints one JSON line; --save writes it under bench/results/.
+search and batches, but the decoder recomputes the whole prefix at every step. Peer: Hugging
+Face MarianMTModel holding the same weights (bench/marian.py), `generate(num_beams=4)` on the
+same batches, where transformers is installed. All decode the newstest2014 English source (3003
+sentences) with beam 4, max length source + 50; ours and naive use alpha 0.6 and must produce
+the same translations (Marian's length penalty is len^alpha, not GNMT's, so its translations
+may differ; the share that agree is reported). The model is a trained weights file (--weights
+with its --subword model) or a randomly initialised preset with a BPE model trained here on the
+source (a random model rarely emits EOS, so most outputs run to the maximum length: a worst
+case). Prints one JSON line; --save writes it under bench/results/.
 
     python bench/decode_speed.py                                   # base, all 3003 sentences
     python bench/decode_speed.py --preset tiny --sentences 100     # CPU-sized
@@ -34,7 +37,10 @@ from aiayn.decode import DecodeSettings  # noqa: E402
 from aiayn.flops import device_name  # noqa: E402
 from aiayn.model import Transformer, build_config  # noqa: E402
 from aiayn.subword import SubwordSettings, train_bpe  # noqa: E402
-from aiayn.translate import load_model, pick_device, translate  # noqa: E402
+from aiayn.translate import autocast, load_model, pick_device, translate  # noqa: E402
+
+sys.path.insert(0, str(PROJECT / "bench"))
+import marian  # noqa: E402
 
 NEWSTEST2014 = PROJECT.parent / "shared/data/wmt14_newstest/full/newstest2014.en-de.en"
 
@@ -57,6 +63,23 @@ def run(model, sentences, settings, incremental: bool) -> tuple[list, dict]:
         k: round(timing[k], 2) for k in ("seconds", "sentences_per_s", "target_tokens_per_s")
     }
     return hypotheses, figures
+
+
+def hugging_face(model, sentences, args, ours, ours_figures) -> dict:
+    """Marian's generate() on the same weights and batches, when transformers is installed."""
+    if not marian.available():
+        return {"hf_marian_generate": "skipped: transformers is not installed"}
+    peer_model = marian.marian_from_ours(model).eval()
+    with autocast(peer_model.device):
+        tokens, figures = marian.marian_generate(
+            peer_model, sentences, args.beam, args.batch_tokens
+        )
+    agree = sum(a.tokens == b for a, b in zip(ours, tokens, strict=True)) / len(ours)
+    return {
+        "hf_marian_generate": figures,
+        "speedup_vs_hf": round(figures["seconds"] / ours_figures["seconds"], 2),
+        "same_translations_as_hf": round(agree, 4),
+    }
 
 
 def main() -> None:
@@ -87,6 +110,7 @@ def main() -> None:
     ours, ours_figures = run(model, sentences, settings, incremental=True)
     naive, naive_figures = run(model, sentences, settings, incremental=False)
     same = sum(a.tokens == b.tokens for a, b in zip(ours, naive, strict=True)) / len(ours)
+    peer = hugging_face(model, sentences, args, ours, ours_figures)
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT, capture_output=True, text=True
     )
@@ -103,6 +127,7 @@ def main() -> None:
         "naive_recompute": naive_figures,
         "speedup": round(naive_figures["seconds"] / ours_figures["seconds"], 2),
         "same_translations": round(same, 4),
+        **peer,
     }
     print(json.dumps(record))
     if args.save:

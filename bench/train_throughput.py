@@ -34,6 +34,10 @@ from aiayn.batching import collate, token_batches  # noqa: E402
 from aiayn.flops import device_name  # noqa: E402
 from aiayn.model import Transformer, build_config, sinusoidal_positions  # noqa: E402
 from aiayn.train import label_smoothed_loss, step_plan, use_bf16  # noqa: E402
+from aiayn.translate import autocast  # noqa: E402
+
+sys.path.insert(0, str(PROJECT / "bench"))
+import marian  # noqa: E402
 
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense bf16
 
@@ -172,6 +176,43 @@ class NaiveTransformer(torch.nn.Module):
         return out @ self.embed.weight.T
 
 
+def hugging_face(config, corpus, args, device):
+    """MarianMTModel with the same dimensions and initial weights (bench/marian.py), trained on
+    our batches with our loss: bf16 autocast where the device has it, torch's Adam (fused on
+    GPUs), no DeepSpeed. Target tokens per second, or None without transformers."""
+    if not marian.available():
+        return None
+    torch.manual_seed(0)
+    model = marian.marian_from_ours(Transformer(config).to(device)).train()
+    fused = {"fused": True} if device.type == "cuda" else {}
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, **fused)
+    accumulation, batch_tokens = step_plan(args.tokens, args.batch_tokens, 1)
+    sources, targets = corpus
+    lengths = [len(s) + 1 for s in sources], [len(t) + 1 for t in targets]
+    batches, _ = token_batches(*lengths, batch_tokens, seed=1, epoch=0, pad_to=8)
+    position = 0
+
+    def step():
+        nonlocal position
+        group = []
+        for _ in range(accumulation):
+            group.append(
+                collate(sources, targets, batches[position % len(batches)], pad_to=8).to(device)
+            )
+            position += 1
+        total = sum(b.target_tokens for b in group)
+        optimizer.zero_grad(set_to_none=True)
+        for batch in group:
+            with autocast(device):
+                logits = marian.marian_logits(model, batch.source, batch.target_in)
+            loss, _ = label_smoothed_loss(logits.float(), batch.target_out, 0.1)
+            (loss / total).backward()
+        optimizer.step()
+        return total
+
+    return measure(step, args.steps, args.warmup, device)
+
+
 def naive(config, corpus, args, device):
     model = NaiveTransformer(config).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
@@ -203,6 +244,15 @@ def naive(config, corpus, args, device):
     return measure(step, args.steps, args.warmup, device)
 
 
+def peer_figures(marian_tps, ours_tps, mfu) -> dict:
+    if marian_tps is None:
+        return {"hf_marian": "skipped: transformers is not installed"}
+    return {
+        "hf_marian": {"target_tokens_per_s": round(marian_tps), "mfu": mfu(marian_tps)},
+        "speedup_vs_hf": round(ours_tps / marian_tps, 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -231,6 +281,7 @@ def main() -> None:
         torch.manual_seed(0)
         ours_tps, flops_per_token, bf16 = ours(config, corpus, args, device)
         naive_tps = naive(config, corpus, args, device)
+        marian_tps = hugging_face(config, corpus, args, device)
 
         def mfu(tokens_per_s, flops_per_token=flops_per_token):
             return round(tokens_per_s * flops_per_token / (peak * 1e12), 4) if peak else None
@@ -247,6 +298,7 @@ def main() -> None:
                     "mfu": mfu(naive_tps),
                 },
                 "speedup": round(ours_tps / naive_tps, 2),
+                **peer_figures(marian_tps, ours_tps, mfu),
             }
         )
     commit = subprocess.run(

@@ -40,7 +40,7 @@ def test_binarize_benchmark_prints_streaming_and_baseline_figures():
             assert row[method]["lines_per_s"] > 0 and row[method]["peak_rss_mib"] > 0
 
 
-def test_train_throughput_benchmark_compares_ours_with_the_naive_baseline():
+def test_train_throughput_benchmark_compares_ours_with_the_naive_and_hf_baselines():
     result = run(
         sys.executable,
         "bench/train_throughput.py",
@@ -71,9 +71,13 @@ def test_train_throughput_benchmark_compares_ours_with_the_naive_baseline():
         row["ours"]["target_tokens_per_s"] / row["naive_fp32_nn_transformer"]["target_tokens_per_s"]
     )
     assert row["speedup"] == pytest.approx(ratio, abs=0.01)
+    peer = row["hf_marian"]["target_tokens_per_s"]
+    assert peer > 0 and row["speedup_vs_hf"] == pytest.approx(
+        row["ours"]["target_tokens_per_s"] / peer, abs=0.01
+    )
 
 
-def test_decode_speed_benchmark_compares_cached_with_recomputing_decoding():
+def test_decode_speed_benchmark_compares_ours_with_recomputing_and_hf_generate():
     source = shared("wmt14_newstest", "full", "newstest2014.en-de.en")
     result = run(
         sys.executable,
@@ -94,6 +98,11 @@ def test_decode_speed_benchmark_compares_cached_with_recomputing_decoding():
         assert record[decoder]["sentences_per_s"] > 0 and record[decoder]["target_tokens_per_s"] > 0
     assert record["same_translations"] == 1.0
     assert record["speedup"] > 1.0
+    peer = record["hf_marian_generate"]
+    assert peer["sentences_per_s"] > 0
+    assert record["speedup_vs_hf"] == pytest.approx(
+        peer["seconds"] / record["ours_cached"]["seconds"], rel=0.05
+    )
 
 
 def test_ci_runs_exactly_the_readme_install_and_test_commands():

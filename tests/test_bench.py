@@ -1,0 +1,68 @@
+"""The benchmarks' Hugging Face peer really is our model: same weights, same function."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from aiayn.decode import DecodeSettings
+from aiayn.model import Transformer, build_config
+from aiayn.translate import translate
+from tests.conftest import PROJECT
+
+pytest.importorskip("transformers", reason="the Marian baseline needs transformers ([dev])")
+sys.path.insert(0, str(PROJECT / "bench"))
+import marian  # noqa: E402
+
+
+def random_batch(vocab: int, seed: int):
+    generator = torch.Generator().manual_seed(seed)
+    source = torch.randint(4, vocab, (3, 11), generator=generator)
+    source[0, 7:], source[0, 6] = 0, 3  # a padded row, EOS before the padding
+    source[1:, -1] = 3
+    target = torch.randint(4, vocab, (3, 9), generator=generator)
+    target[:, 0] = 2  # BOS
+    target[2, 6:] = 0
+    return source, target
+
+
+@pytest.mark.parametrize("overrides", [{}, {"n_layers": 1, "n_heads": 2}])
+def test_marian_with_our_weights_computes_our_logits(overrides):
+    torch.manual_seed(0)
+    ours = Transformer(build_config(300, "tiny", **overrides)).eval()
+    peer = marian.marian_from_ours(ours).eval()
+    source, target = random_batch(300, seed=1)
+    with torch.no_grad():
+        expected, got = ours(source, target), marian.marian_logits(peer, source, target)
+    real = target != 0
+    assert torch.allclose(got[real], expected[real], atol=1e-5)
+    with torch.no_grad():  # a model that differs in one weight does not agree
+        peer.model.decoder.layers[0].fc2.bias[0] += (
+            1.0  # (a uniform shift would vanish in LayerNorm)
+        )
+        changed = marian.marian_logits(peer, source, target)
+    assert not torch.allclose(changed[real], expected[real], atol=1e-3)
+
+
+def test_marian_generate_returns_one_translation_per_sentence_in_input_order():
+    torch.manual_seed(0)
+    ours = Transformer(build_config(200, "tiny", n_layers=1)).eval()
+    peer = marian.marian_from_ours(ours).eval()
+    rng = np.random.default_rng(0)
+    sentences = [rng.integers(4, 200, size=n) for n in (5, 12, 3, 8)]
+    tokens, figures = marian.marian_generate(peer, sentences, beam=4, batch_tokens=20)
+    longest = max(len(s) for s in sentences)
+    assert len(tokens) == 4
+    assert all(0 not in t and 3 not in t and len(t) <= longest + 51 for t in tokens)
+    assert figures["sentences_per_s"] > 0
+    # Greedy search is the same algorithm in both, so identical weights give identical tokens;
+    # only the length limit differs (ours per sentence, generate()'s per batch).
+    hypotheses, _ = translate(ours, sentences, DecodeSettings(search="greedy"))
+    greedy, _ = marian.marian_generate(peer, sentences, beam=1, batch_tokens=20, alpha=1.0)
+    for hypothesis, tokens in zip(hypotheses, greedy, strict=True):
+        assert (
+            len(hypothesis.tokens) >= 50 and tokens[: len(hypothesis.tokens)] == hypothesis.tokens
+        )
