@@ -1,12 +1,15 @@
-"""Benchmark: training throughput of our trainer beside a naive baseline, in the same run.
+"""Benchmark: training throughput of our trainer beside a naive and a peer baseline, in one run.
 
 Ours: the paper's model (src/aiayn/model.py) in the DeepSpeed engine, length-bucketed token
 batches padded to multiples of 8, bf16 where the device has it. Naive: the same dimensions built
 from torch.nn.Transformer, fp32, batches of a fixed number of sentences in random order (no
-bucketing), plain Adam. Both train on the same synthetic corpus, whose sentence lengths follow
-a WMT-like distribution. Reported: real (non-pad) target tokens per second and, on a GPU,
-model-FLOPs utilisation against the device's peak. Prints one JSON line; --save writes it under
-bench/results/.
+bucketing), plain Adam. Peer: Hugging Face MarianMTModel with the same dimensions and initial
+weights on our batches with our loss, bf16 autocast where available, torch's (fused) Adam
+(bench/marian.py; where transformers is installed). All train on the same synthetic corpus,
+whose sentence lengths follow a WMT-like distribution. Reported: real (non-pad) target tokens
+per second and, on a GPU, model-FLOPs utilisation against the device's peak. Each trainer runs
+twice, in opposite orders, and keeps its faster run. Prints one JSON line; --save writes it
+under bench/results/.
 
     python bench/train_throughput.py                         # base and big at the paper's batch
     python bench/train_throughput.py --presets tiny --tokens 2000 --steps 3   # CPU-sized
@@ -244,6 +247,20 @@ def naive(config, corpus, args, device):
     return measure(step, args.steps, args.warmup, device)
 
 
+def best_of_two_rounds(config, corpus, args, device):
+    """Each trainer twice, the second round in reverse order, keeping its faster run: on a
+    shared CPU the position in the sequence alone moved a figure by up to 25%."""
+    runs = {"ours": [], "naive": [], "hf": []}
+    trainers = {"ours": ours, "naive": naive, "hf": hugging_face}
+    for order in (["ours", "naive", "hf"], ["hf", "naive", "ours"]):
+        for name in order:
+            torch.manual_seed(0)
+            runs[name].append(trainers[name](config, corpus, args, device))
+    best_ours = max(runs["ours"], key=lambda result: result[0])
+    best_hf = None if runs["hf"][0] is None else max(runs["hf"])
+    return best_ours, max(runs["naive"]), best_hf
+
+
 def peer_figures(marian_tps, ours_tps, mfu) -> dict:
     if marian_tps is None:
         return {"hf_marian": "skipped: transformers is not installed"}
@@ -278,10 +295,9 @@ def main() -> None:
     results = []
     for preset in args.presets:
         config = build_config(args.vocab, preset)
-        torch.manual_seed(0)
-        ours_tps, flops_per_token, bf16 = ours(config, corpus, args, device)
-        naive_tps = naive(config, corpus, args, device)
-        marian_tps = hugging_face(config, corpus, args, device)
+        (ours_tps, flops_per_token, bf16), naive_tps, marian_tps = best_of_two_rounds(
+            config, corpus, args, device
+        )
 
         def mfu(tokens_per_s, flops_per_token=flops_per_token):
             return round(tokens_per_s * flops_per_token / (peak * 1e12), 4) if peak else None
