@@ -150,3 +150,25 @@ def test_readme_quotes_the_committed_wmt14_sample_run():
         ]
     table = (PROJECT / "results/wmt14_en_de_sample/tables/table2.md").read_text()
     assert "Transformer (base model)" in table and "(sacrebleu wmt14/full, 3003 lines)" in table
+
+
+def test_readme_benchmark_tables_are_the_committed_figures():
+    readme = (PROJECT / "README.md").read_text()
+    results = PROJECT / "bench" / "results"
+    train = json.loads((results / "train_throughput-cpu.json").read_text())
+    for row in train["results"]:
+        figures = [
+            row["ours"]["target_tokens_per_s"],
+            row["naive_fp32_nn_transformer"]["target_tokens_per_s"],
+            row["hf_marian"]["target_tokens_per_s"],
+        ]
+        expected = " | ".join(f"{figure:,}" for figure in figures)
+        expected += f" | {row['speedup']:.2f} | {row['speedup_vs_hf']:.2f} |"
+        assert f"| {row['preset']} | {expected}" in readme
+    decode = json.loads((results / "decode_speed-cpu.json").read_text())
+    for key in ("ours_cached", "naive_recompute", "hf_marian_generate"):
+        figures = decode[key]
+        assert (
+            f"| {figures['sentences_per_s']:.1f} | {figures['target_tokens_per_s']:,.0f} | "
+            f"{figures['seconds']:.1f} s |" in readme
+        ), key
