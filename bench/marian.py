@@ -67,6 +67,14 @@ def _attention(target, ours) -> dict:
     }
 
 
+def _feed_forward(prefix: str, layer, final_norm) -> dict:
+    return {
+        f"{prefix}.fc1": layer.feed_forward.w_1,
+        f"{prefix}.fc2": layer.feed_forward.w_2,
+        f"{prefix}.final_layer_norm": final_norm,
+    }
+
+
 def _linear_pairs(model: Transformer) -> dict:
     """Marian module name -> our module, for every Linear and LayerNorm."""
     pairs = {}
@@ -74,22 +82,14 @@ def _linear_pairs(model: Transformer) -> dict:
         prefix = f"model.encoder.layers.{i}"
         pairs |= _attention(f"{prefix}.self_attn", layer.self_attention)
         pairs[f"{prefix}.self_attn_layer_norm"] = layer.residual_1.norm
-        pairs[f"{prefix}.fc1"], pairs[f"{prefix}.fc2"] = (
-            layer.feed_forward.w_1,
-            layer.feed_forward.w_2,
-        )
-        pairs[f"{prefix}.final_layer_norm"] = layer.residual_2.norm
+        pairs |= _feed_forward(prefix, layer, layer.residual_2.norm)
     for i, layer in enumerate(model.decoder):
         prefix = f"model.decoder.layers.{i}"
         pairs |= _attention(f"{prefix}.self_attn", layer.self_attention)
         pairs[f"{prefix}.self_attn_layer_norm"] = layer.residual_1.norm
         pairs |= _attention(f"{prefix}.encoder_attn", layer.encoder_attention)
         pairs[f"{prefix}.encoder_attn_layer_norm"] = layer.residual_2.norm
-        pairs[f"{prefix}.fc1"], pairs[f"{prefix}.fc2"] = (
-            layer.feed_forward.w_1,
-            layer.feed_forward.w_2,
-        )
-        pairs[f"{prefix}.final_layer_norm"] = layer.residual_3.norm
+        pairs |= _feed_forward(prefix, layer, layer.residual_3.norm)
     return pairs
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import math
 import subprocess
@@ -90,6 +91,20 @@ def measure(step_fn, steps: int, warmup: int, device) -> float:
     return tokens / (time.perf_counter() - start)
 
 
+def bucketed_groups(corpus, args, device):
+    """Our length-bucketed batches padded to multiples of 8, one list per optimizer step (as
+    many as gradient accumulation needs), cycling through the corpus for ever."""
+    accumulation, batch_tokens = step_plan(args.tokens, args.batch_tokens, 1)
+    sources, targets = corpus
+    lengths = [len(s) + 1 for s in sources], [len(t) + 1 for t in targets]
+    batches, _ = token_batches(*lengths, batch_tokens, seed=1, epoch=0, pad_to=8)
+    for position in itertools.count(0, accumulation):
+        yield [
+            collate(sources, targets, batches[(position + i) % len(batches)], pad_to=8).to(device)
+            for i in range(accumulation)
+        ]
+
+
 def ours(config, corpus, args, device):
     import deepspeed
 
@@ -97,7 +112,7 @@ def ours(config, corpus, args, device):
 
     model = Transformer(config)
     bf16 = use_bf16("auto", device)
-    accumulation, batch_tokens = step_plan(args.tokens, args.batch_tokens, 1)
+    accumulation, _ = step_plan(args.tokens, args.batch_tokens, 1)
     engine, *_ = deepspeed.initialize(
         model=model,
         optimizer=torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9),
@@ -113,20 +128,11 @@ def ours(config, corpus, args, device):
             "steps_per_print": 1 << 30,
         },
     )
-    sources, targets = corpus
-    lengths = [len(s) + 1 for s in sources], [len(t) + 1 for t in targets]
-    batches, _ = token_batches(*lengths, batch_tokens, seed=1, epoch=0, pad_to=8)
-    position = 0
+    groups = bucketed_groups(corpus, args, device)
     flops, tokens = [], []
 
     def step():
-        nonlocal position
-        group = []
-        for _ in range(accumulation):
-            group.append(
-                collate(sources, targets, batches[position % len(batches)], pad_to=8).to(device)
-            )
-            position += 1
+        group = next(groups)
         total = sum(b.target_tokens for b in group)
         for batch in group:
             loss, _ = label_smoothed_loss(
@@ -189,20 +195,10 @@ def hugging_face(config, corpus, args, device):
     model = marian.marian_from_ours(Transformer(config).to(device)).train()
     fused = {"fused": True} if device.type == "cuda" else {}
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, **fused)
-    accumulation, batch_tokens = step_plan(args.tokens, args.batch_tokens, 1)
-    sources, targets = corpus
-    lengths = [len(s) + 1 for s in sources], [len(t) + 1 for t in targets]
-    batches, _ = token_batches(*lengths, batch_tokens, seed=1, epoch=0, pad_to=8)
-    position = 0
+    groups = bucketed_groups(corpus, args, device)
 
     def step():
-        nonlocal position
-        group = []
-        for _ in range(accumulation):
-            group.append(
-                collate(sources, targets, batches[position % len(batches)], pad_to=8).to(device)
-            )
-            position += 1
+        group = next(groups)
         total = sum(b.target_tokens for b in group)
         optimizer.zero_grad(set_to_none=True)
         for batch in group:
