@@ -30,14 +30,18 @@ def test_snakefmt_and_ruff_are_clean():
         assert result.returncode == 0, f"{' '.join(command)}:\n{result.stdout}{result.stderr}"
 
 
-def test_binarize_benchmark_prints_streaming_and_baseline_figures():
-    result = run(sys.executable, "bench/binarize.py", "--sizes", "2000", "4000")
+def test_data_stages_benchmark_prints_bpe_and_binarization_figures():
+    result = run(
+        sys.executable, "bench/data_stages.py", "--sizes", "2000", "4000", "--bpe-sample", "1000"
+    )
     assert result.returncode == 0, result.stderr
     record = json.loads(result.stdout.strip().splitlines()[-1])
-    assert record["bench"] == "binarize" and [r["lines"] for r in record["results"]] == [2000, 4000]
+    assert record["bench"] == "data_stages"
+    assert [r["lines"] for r in record["results"]] == [2000, 4000]
     for row in record["results"]:
-        for method in ("streaming", "naive"):
+        for method in ("bpe_sampled", "bpe_all_lines", "streaming", "naive"):
             assert row[method]["lines_per_s"] > 0 and row[method]["peak_rss_mib"] > 0
+    assert set(record["rss_growth"]) == {"bpe_sampled", "bpe_all_lines", "streaming", "naive"}
 
 
 def test_train_throughput_benchmark_compares_ours_with_the_naive_and_hf_baselines():
@@ -165,6 +169,13 @@ def test_readme_benchmark_tables_are_the_committed_figures():
         expected = " | ".join(f"{figure:,}" for figure in figures)
         expected += f" | {row['speedup']:.2f} | {row['speedup_vs_hf']:.2f} |"
         assert f"| {row['preset']} | {expected}" in readme
+    stages = json.loads((results / "data_stages-cpu.json").read_text())
+    for row in stages["results"]:
+        cells = [f"{row['lines']:,}"] + [
+            f"{row[method]['lines_per_s']:,} / {row[method]['peak_rss_mib']} MiB"
+            for method in ("bpe_sampled", "bpe_all_lines", "streaming", "naive")
+        ]
+        assert "| " + " | ".join(cells) + " |" in readme
     decode = json.loads((results / "decode_speed-cpu.json").read_text())
     for key in ("ours_cached", "naive_recompute", "hf_marian_generate"):
         figures = decode[key]

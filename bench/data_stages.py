@@ -1,12 +1,13 @@
-"""Benchmark: binarization throughput and peak memory as the corpus grows.
+"""Benchmark: the CPU data stages' throughput and peak memory as the corpus grows.
 
-Binarizes generated toy lines (100k and 1M by default) with our streaming writer, and, in the
-same run, with a naive baseline that encodes everything into memory and saves one array. Each
-measurement runs in a fresh child process, so its peak RSS is its own. Prints one JSON line;
-with --save, also writes it under bench/results/.
+On generated toy lines (100k and 1M by default): sentencepiece BPE training as the subword stage
+runs it (a shuffled sample of `input_sentence_size` lines, here --bpe-sample) beside training on
+every line; then binarization with our streaming writer beside a naive baseline that encodes
+everything into memory and saves one array. Each measurement runs in a fresh child process, so
+its peak RSS is its own. Prints one JSON line; with --save, also writes it under bench/results/.
 
-    python bench/binarize.py                   # 100k and 1M lines
-    python bench/binarize.py --sizes 2000 --save
+    python bench/data_stages.py                   # 100k and 1M lines
+    python bench/data_stages.py --sizes 2000 --save
 """
 
 from __future__ import annotations
@@ -39,15 +40,26 @@ def write_corpus(path: Path, lines: int, seed: int = 1) -> None:
             handle.write(grammar.pair()[1] + "\n")
 
 
-def measure(method: str, model: str, text: str, prefix: str, threads: int) -> dict:
-    """Runs in the child: one binarization, timed, with this process's peak RSS."""
+BPE_METHODS = {"bpe_sampled": None, "bpe_all_lines": 0}  # 0: sentencepiece reads every line
+BINARIZE_METHODS = ("streaming", "naive")
+
+
+def measure(
+    method: str, model: str, text: str, prefix: str, threads: int, vocab_size: int, sample: int
+) -> dict:
+    """Runs in the child: one BPE training or binarization, timed, with this process's peak RSS."""
     import numpy as np
 
-    processor = load(model)
     start = time.perf_counter()
-    if method == "streaming":
+    if method in BPE_METHODS:
+        size = sample if BPE_METHODS[method] is None else BPE_METHODS[method]
+        settings = SubwordSettings(vocab_size=vocab_size, input_sentence_size=size)
+        train_bpe([text], model, settings, threads=threads)
+    elif method == "streaming":
+        processor = load(model)
         binarize_file(processor, text, prefix, threads=threads)
     else:  # naive: every sentence in memory, then one concatenation
+        processor = load(model)
         sentences = [
             np.asarray(ids, np.uint16)
             for ids in encode_lines(processor, read_lines(text), threads=threads)
@@ -59,7 +71,7 @@ def measure(method: str, model: str, text: str, prefix: str, threads: int) -> di
     return {"seconds": round(seconds, 3), "peak_rss_mib": round(peak_kib / 1024, 1)}
 
 
-def in_child(method: str, model: Path, text: Path, prefix: Path, threads: int) -> dict:
+def in_child(method: str, model: Path, text: Path, prefix: Path, args) -> dict:
     args = [
         sys.executable,
         __file__,
@@ -68,7 +80,9 @@ def in_child(method: str, model: Path, text: Path, prefix: Path, threads: int) -
         str(model),
         str(text),
         str(prefix),
-        str(threads),
+        str(args.threads),
+        str(args.vocab_size),
+        str(args.bpe_sample),
     ]
     result = subprocess.run(args, capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
@@ -101,6 +115,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--vocab-size", type=int, default=1000)
     parser.add_argument(
+        "--bpe-sample", type=int, default=100_000, help="input_sentence_size of the subword stage"
+    )
+    parser.add_argument(
         "--save", action="store_true", help="also write the JSON under bench/results/"
     )
     args = parser.parse_args()
@@ -108,24 +125,20 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        model = tmp / "bpe.model"
         for size in args.sizes:
             text = tmp / f"corpus{size}.de"
             write_corpus(text, size)
-            if not model.exists():
-                train_bpe(
-                    [str(text)],
-                    str(model),
-                    SubwordSettings(vocab_size=args.vocab_size, input_sentence_size=100_000),
-                )
             row = {"lines": size}
-            for method in ("streaming", "naive"):
-                figures = in_child(method, model, text, tmp / f"{method}{size}", args.threads)
+            for method in (*BPE_METHODS, *BINARIZE_METHODS):
+                model = tmp / f"bpe{size}.model"  # written by bpe_sampled, read by binarizing
+                if method == "bpe_all_lines":
+                    model = tmp / f"bpe_all{size}.model"
+                figures = in_child(method, model, text, tmp / f"{method}{size}", args)
                 row[method] = {**figures, "lines_per_s": round(size / figures["seconds"])}
             results.append(row)
     smallest, largest = results[0], results[-1]
     record = {
-        "bench": "binarize",
+        "bench": "data_stages",
         "device": device(),
         "commit": commit(),
         "date": datetime.date.today().isoformat(),
@@ -134,23 +147,19 @@ def main() -> None:
         # How peak memory grows from the smallest to the largest corpus (1.0 = flat).
         "rss_growth": {
             method: round(largest[method]["peak_rss_mib"] / smallest[method]["peak_rss_mib"], 2)
-            for method in ("streaming", "naive")
+            for method in (*BPE_METHODS, *BINARIZE_METHODS)
         },
     }
     line = json.dumps(record)
     print(line)
     if args.save:
-        out = PROJECT / "bench" / "results" / "binarize-cpu.json"
+        out = PROJECT / "bench" / "results" / "data_stages-cpu.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(line + "\n")
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        print(
-            json.dumps(
-                measure(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]))
-            )
-        )
+        print(json.dumps(measure(*sys.argv[2:6], *(int(value) for value in sys.argv[6:9]))))
     else:
         main()
