@@ -259,7 +259,7 @@ def test_multi30k_preset_with_its_root_pointed_at_local_copies(project_copy):
     raw = json.loads((project_copy / "data/multi30k/raw/test_2016_flickr.en-de.json").read_text())
     assert raw["files"] == [f"{root}/test_2016_flickr.en.gz", f"{root}/test_2016_flickr.de.gz"]
     assert not (project_copy / "data/toy").exists() and not (project_copy / "runs").exists()
-    for split, count in zip(splits, (None, 1014, 1000)):
+    for split, count in zip(splits, (None, 1014, 1000), strict=True):
         record = json.loads((project_copy / f"data/multi30k/bin/{split}.en-de.json").read_text())
         assert record["en"]["sentences"] == record["de"]["sentences"]
         assert count is None or record["de"]["sentences"] == count
