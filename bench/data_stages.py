@@ -13,10 +13,7 @@ its peak RSS is its own. Prints one JSON line; with --save, also writes it under
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
@@ -26,6 +23,8 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT / "src"))
+
+import provenance  # noqa: E402
 
 from aiayn.binarize import binarize_file, encode_lines  # noqa: E402
 from aiayn.data.toy import ToyGrammar  # noqa: E402
@@ -88,23 +87,13 @@ def in_child(method: str, model: Path, text: Path, prefix: Path, args) -> dict:
     return json.loads(result.stdout)
 
 
-def device() -> str:
-    model = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in open("/proc/cpuinfo")
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    return f"CPU: {model}, {os.cpu_count()} cores"
+def cpu_name() -> str:
+    """Imported here, not at the top: torch would add its own memory to every child's peak RSS."""
+    import torch
 
+    from aiayn.flops import device_name
 
-def commit() -> str:
-    result = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT, capture_output=True, text=True
-    )
-    return result.stdout.strip() or "unknown"
+    return device_name(torch.device("cpu"))
 
 
 def main() -> None:
@@ -139,9 +128,8 @@ def main() -> None:
     smallest, largest = results[0], results[-1]
     record = {
         "bench": "data_stages",
-        "device": device(),
-        "commit": commit(),
-        "date": datetime.date.today().isoformat(),
+        "device": cpu_name(),
+        **provenance.stamp(),
         "threads": args.threads,
         "results": results,
         # How peak memory grows from the smallest to the largest corpus (1.0 = flat).
@@ -150,12 +138,9 @@ def main() -> None:
             for method in (*BPE_METHODS, *BINARIZE_METHODS)
         },
     }
-    line = json.dumps(record)
-    print(line)
+    print(json.dumps(record))
     if args.save:
-        out = PROJECT / "bench" / "results" / "data_stages-cpu.json"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(line + "\n")
+        provenance.save(record, "cpu")
 
 
 if __name__ == "__main__":

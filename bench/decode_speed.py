@@ -19,9 +19,7 @@ case). Prints one JSON line; --save writes it under bench/results/.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -41,6 +39,7 @@ from aiayn.translate import autocast, load_model, pick_device, translate  # noqa
 
 sys.path.insert(0, str(PROJECT / "bench"))
 import marian  # noqa: E402
+import provenance  # noqa: E402
 
 NEWSTEST2014 = PROJECT.parent / "shared/data/wmt14_newstest/full/newstest2014.en-de.en"
 
@@ -111,14 +110,10 @@ def main() -> None:
     naive, naive_figures = run(model, sentences, settings, incremental=False)
     same = sum(a.tokens == b.tokens for a, b in zip(ours, naive, strict=True)) / len(ours)
     peer = hugging_face(model, sentences, args, ours, ours_figures)
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT, capture_output=True, text=True
-    )
     record = {
         "bench": "decode_speed",
         "device": device_name(device),
-        "commit": commit.stdout.strip(),
-        "date": datetime.date.today().isoformat(),
+        **provenance.stamp(),
         "model": args.weights or f"{args.preset} (random initialisation, vocabulary {args.vocab})",
         "source": f"{args.source.name}, {len(sentences)} sentences",
         "beam": args.beam,
@@ -132,8 +127,7 @@ def main() -> None:
     print(json.dumps(record))
     if args.save:
         kind = "gpu" if device.type == "cuda" else "cpu"
-        out = PROJECT / "bench" / "results" / f"decode_speed-{kind}.json"
-        out.write_text(json.dumps(record) + "\n")
+        provenance.save(record, kind)
 
 
 if __name__ == "__main__":

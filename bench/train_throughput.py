@@ -18,11 +18,9 @@ under bench/results/.
 from __future__ import annotations
 
 import argparse
-import datetime
 import itertools
 import json
 import math
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -42,6 +40,7 @@ from aiayn.translate import autocast  # noqa: E402
 
 sys.path.insert(0, str(PROJECT / "bench"))
 import marian  # noqa: E402
+import provenance  # noqa: E402
 
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense bf16
 
@@ -313,24 +312,18 @@ def main() -> None:
                 **peer_figures(marian_tps, ours_tps, mfu),
             }
         )
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT, capture_output=True, text=True
-    )
     record = {
         "bench": "train_throughput",
         "device": name,
         "peak_tflops": peak,
-        "commit": commit.stdout.strip(),
-        "date": datetime.date.today().isoformat(),
+        **provenance.stamp(),
         "steps": args.steps,
         "results": results,
     }
     print(json.dumps(record))
     if args.save:
         kind = "gpu" if device.type == "cuda" else "cpu"
-        out = PROJECT / "bench" / "results" / f"train_throughput-{kind}.json"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(record) + "\n")
+        provenance.save(record, kind)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,10 @@ def test_data_stages_benchmark_prints_bpe_and_binarization_figures():
     assert result.returncode == 0, result.stderr
     record = json.loads(result.stdout.strip().splitlines()[-1])
     assert record["bench"] == "data_stages"
+    head = subprocess.run(
+        ["git", "rev-parse", "--short=7", "HEAD"], cwd=PROJECT, text=True, capture_output=True
+    ).stdout.strip()
+    assert record["commit"].startswith(head or "unknown")  # -dirty when the code is uncommitted
     assert [r["lines"] for r in record["results"]] == [2000, 4000]
     for row in record["results"]:
         for method in ("bpe_sampled", "bpe_all_lines", "streaming", "naive"):

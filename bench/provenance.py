@@ -1,0 +1,36 @@
+"""What every benchmark record carries so a figure can be traced: the code's commit (with
+`-dirty` when tracked code differs from it, so uncommitted code is never passed off as a
+commit), the date, and where --save writes it."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import subprocess
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+RESULTS = PROJECT / "bench" / "results"
+
+
+def git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=PROJECT, capture_output=True, text=True)
+
+
+def stamp() -> dict:
+    head = git("rev-parse", "--short=7", "HEAD").stdout.strip() or "unknown (not a git checkout)"
+    # Figures already written under results/ do not make the code dirty.
+    figures = (":(exclude)bench/results", ":(exclude)results")
+    changed = git("diff", "--quiet", "HEAD", "--", ".", *figures)
+    return {
+        "commit": head + ("-dirty" if changed.returncode == 1 else ""),
+        "date": datetime.date.today().isoformat(),
+    }
+
+
+def save(record: dict, kind: str) -> Path:
+    """Write `record` as bench/results/<bench>-<kind>.json (kind: cpu or gpu)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"{record['bench']}-{kind}.json"
+    out.write_text(json.dumps(record) + "\n")
+    return out
