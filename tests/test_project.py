@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import PROJECT, shared
+from tests.conftest import PROJECT, quick_experiment, shared
 
 
 def run(*command: str) -> subprocess.CompletedProcess:
@@ -111,6 +113,24 @@ def test_decode_speed_benchmark_compares_ours_with_recomputing_and_hf_generate()
     assert record["speedup_vs_hf"] == pytest.approx(
         peer["seconds"] / record["ours_cached"]["seconds"], rel=0.05
     )
+
+
+def test_default_workflow_benchmark_times_all_cores_against_one(tmp_path):
+    shutil.copy2(PROJECT / "config.yaml", tmp_path / "config.yaml")
+    quick_experiment(tmp_path, max_steps=10)
+    result = run(
+        sys.executable, "bench/default_workflow.py", "--config-file", str(tmp_path / "config.yaml")
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    assert record["bench"] == "default_workflow" and record["config"].endswith("config.yaml")
+    for run_ in (record["all_cores"], record["one_core"]):
+        assert run_["jobs"] == record["all_cores"]["jobs"] > 10 and run_["seconds"] > 0
+        assert set(run_["stages"]) == {"download", "subword", "binarize", "train", "decode"}
+        assert run_["stages"]["train"]["jobs"] == 1
+    assert record["one_core"]["cores"] == 1 and record["all_cores"]["cores"] == os.cpu_count()
+    speedup = record["one_core"]["seconds"] / record["all_cores"]["seconds"]
+    assert record["speedup"] == pytest.approx(speedup, abs=0.01)
 
 
 def test_ci_runs_exactly_the_readme_install_and_test_commands():

@@ -1,0 +1,126 @@
+"""Benchmark: the wall time of the README's main command, `snakemake --cores all` on the shipped
+config (the toy corpus on CPU), beside the same workflow run one job at a time (`--cores 1`) in
+the same run: the ratio is what scheduling independent jobs side by side buys. Each heavy stage's
+summed time and peak RSS come from the workflow's own `benchmark:` files. Every run starts from
+a fresh copy of the workflow, so nothing is reused. Prints one JSON line; --save writes it under
+bench/results/.
+
+    python bench/default_workflow.py                           # the shipped config.yaml
+    python bench/default_workflow.py --config-file small.yaml  # another config in its place
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT / "src"))
+
+import provenance  # noqa: E402
+
+# What a checkout runs the workflow from (the rules hash src/ to rerun stages whose code changed).
+WORKFLOW = ["Snakefile", "config.yaml", "rules", "workflow_scripts", "src", "schemas", "configs"]
+
+
+def copy_workflow(config_file: Path, root: Path) -> None:
+    root.mkdir()
+    for name in WORKFLOW:
+        source = PROJECT / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, root / name)
+    shutil.copy2(config_file, root / "config.yaml")
+
+
+def stage_figures(benchmarks: Path) -> dict:
+    """Per stage (one folder of benchmark files each): jobs, summed seconds, largest peak RSS."""
+    stages = {}
+    for folder in sorted(path for path in benchmarks.iterdir() if path.is_dir()):
+        rows = []
+        for tsv in sorted(folder.rglob("*.tsv")):
+            with open(tsv, newline="") as handle:
+                rows.extend(csv.DictReader(handle, delimiter="\t"))
+        stages[folder.name] = {
+            "jobs": len(rows),
+            "seconds": round(sum(float(row["s"]) for row in rows), 1),
+            "max_rss_mib": round(max(float(row["max_rss"]) for row in rows), 1),
+        }
+    return stages
+
+
+def run_workflow(cores: str, config_file: Path, scratch: Path) -> dict:
+    root = scratch / f"cores-{cores}"
+    copy_workflow(config_file, root)
+    command = [sys.executable, "-m", "snakemake", "--cores", cores]
+    print(f"running {' '.join(command[2:])} in {root}", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    result = subprocess.run(command, cwd=root, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if result.returncode != 0:
+        tail = result.stderr[-4000:]
+        sys.exit(f"snakemake --cores {cores} failed ({result.returncode}), in {root}:\n{tail}")
+    done = re.findall(r"(\d+) of \1 steps \(100%\) done", result.stderr)
+    return {
+        "cores": os.cpu_count() if cores == "all" else int(cores),
+        "seconds": round(seconds, 1),
+        "jobs": int(done[-1]) if done else None,
+        "stages": stage_figures(root / "benchmarks"),
+    }
+
+
+def config_name(path: Path) -> str:
+    path = path.resolve()
+    return str(path.relative_to(PROJECT)) if path.is_relative_to(PROJECT) else str(path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--config-file",
+        type=Path,
+        default=PROJECT / "config.yaml",
+        help="used as the workflow's config.yaml (default: the shipped one)",
+    )
+    parser.add_argument(
+        "--save", action="store_true", help="also write the JSON under bench/results/"
+    )
+    args = parser.parse_args()
+    if not args.config_file.is_file():
+        sys.exit(f"--config-file {args.config_file} does not exist")
+
+    with tempfile.TemporaryDirectory() as scratch:
+        all_cores = run_workflow("all", args.config_file.resolve(), Path(scratch))
+        one_core = run_workflow("1", args.config_file.resolve(), Path(scratch))
+    import torch  # only after the runs, and only for the device's name
+
+    from aiayn.flops import device_name
+
+    record = {
+        "bench": "default_workflow",
+        "device": device_name(torch.device("cpu")),
+        **provenance.stamp(),
+        "config": config_name(args.config_file),
+        "all_cores": all_cores,
+        "one_core": one_core,
+        "speedup": round(one_core["seconds"] / all_cores["seconds"], 2),
+    }
+    print(json.dumps(record))
+    if args.save:
+        provenance.save(record, "cpu")
+
+
+if __name__ == "__main__":
+    main()
