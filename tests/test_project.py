@@ -200,6 +200,14 @@ def test_readme_benchmark_tables_are_the_committed_figures():
             for method in ("bpe_sampled", "bpe_all_lines", "streaming", "naive")
         ]
         assert "| " + " | ".join(cells) + " |" in readme
+    workflow = json.loads((results / "default_workflow-cpu.json").read_text())
+    for run_ in (workflow["all_cores"], workflow["one_core"]):
+        train = run_["stages"]["train"]
+        assert (
+            f"| {run_['seconds']:.0f} s | {run_['jobs']} | {train['seconds']:.0f} s "
+            f"(peak {train['max_rss_mib']:.0f} MiB) | {run_['stages']['decode']['seconds']:.0f} s |"
+        ) in readme
+    assert f"the default run {workflow['speedup']}x faster" in readme
     decode = json.loads((results / "decode_speed-cpu.json").read_text())
     for key in ("ours_cached", "naive_recompute", "hf_marian_generate"):
         figures = decode[key]
