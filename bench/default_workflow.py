@@ -1,9 +1,9 @@
 """Benchmark: the wall time of the README's main command, `snakemake --cores all` on the shipped
 config (the toy corpus on CPU), beside the same workflow run one job at a time (`--cores 1`) in
 the same run: the ratio is what scheduling independent jobs side by side buys. Each heavy stage's
-summed time and peak RSS come from the workflow's own `benchmark:` files. Every run starts from
-a fresh copy of the workflow, so nothing is reused. Prints one JSON line; --save writes it under
-bench/results/.
+summed time and peak RSS come from the workflow's own `benchmark:` files. Every run starts in an
+empty working directory (`--directory`, holding only the config), so nothing is reused. Prints
+one JSON line; --save writes it under bench/results/.
 
     python bench/default_workflow.py                           # the shipped config.yaml
     python bench/default_workflow.py --config-file small.yaml  # another config in its place
@@ -16,7 +16,6 @@ import csv
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,20 +26,6 @@ PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT / "src"))
 
 import provenance  # noqa: E402
-
-# What a checkout runs the workflow from (the rules hash src/ to rerun stages whose code changed).
-WORKFLOW = ["Snakefile", "config.yaml", "rules", "workflow_scripts", "src", "schemas", "configs"]
-
-
-def copy_workflow(config_file: Path, root: Path) -> None:
-    root.mkdir()
-    for name in WORKFLOW:
-        source = PROJECT / name
-        if source.is_dir():
-            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(source, root / name)
-    shutil.copy2(config_file, root / "config.yaml")
 
 
 def stage_figures(benchmarks: Path) -> dict:
@@ -60,10 +45,13 @@ def stage_figures(benchmarks: Path) -> dict:
 
 
 def run_workflow(cores: str, config_file: Path, scratch: Path) -> dict:
+    """The checkout's workflow in an empty working directory holding only the config."""
     root = scratch / f"cores-{cores}"
-    copy_workflow(config_file, root)
-    command = [sys.executable, "-m", "snakemake", "--cores", cores]
-    print(f"running {' '.join(command[2:])} in {root}", file=sys.stderr, flush=True)
+    root.mkdir()
+    (root / "config.yaml").write_bytes(config_file.read_bytes())
+    snakefile = ["--snakefile", str(PROJECT / "Snakefile"), "--directory", str(root)]
+    command = [sys.executable, "-m", "snakemake", *snakefile, "--cores", cores]
+    print(f"running snakemake --cores {cores} in {root}", file=sys.stderr, flush=True)
     start = time.perf_counter()
     result = subprocess.run(command, cwd=root, capture_output=True, text=True)
     seconds = time.perf_counter() - start
