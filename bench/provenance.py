@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -18,7 +19,10 @@ def git(*args: str) -> subprocess.CompletedProcess:
 
 
 def stamp() -> dict:
-    head = git("rev-parse", "--short=7", "HEAD").stdout.strip() or "unknown (not a git checkout)"
+    head = git("rev-parse", "--short=7", "HEAD").stdout.strip()
+    if not head:  # a copy of a checkout, e.g. sent to a GPU machine: its sender names the commit
+        copied = os.environ.get("AIAYN_COPIED_FROM_COMMIT")
+        head = f"{copied} (copied tree)" if copied else "unknown (not a git checkout)"
     # Figures already written under results/ do not make the code dirty.
     figures = (":(exclude)bench/results", ":(exclude)results")
     changed = git("diff", "--quiet", "HEAD", "--", ".", *figures)

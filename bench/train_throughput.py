@@ -114,7 +114,9 @@ def ours(config, corpus, args, device):
     accumulation, _ = step_plan(args.tokens, args.batch_tokens, 1)
     engine, *_ = deepspeed.initialize(
         model=model,
-        optimizer=torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9),
+        optimizer=torch.optim.Adam(
+            model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, fused=device.type == "cuda"
+        ),
         lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(
             opt, lr_lambda(config.d_model, 4000)
         ),

@@ -146,12 +146,24 @@ def merged(*names):
         ("config.yaml", "configs/wmt14_en_de.yaml"),
         ("config.yaml", "configs/wmt14_en_fr.yaml"),
         ("config.yaml", "configs/wmt14_en_de.yaml", "configs/table3.yaml"),
+        ("config.yaml", "configs/multi30k.yaml", "configs/multi30k_gpu.yaml"),
     ],
 )
 def test_every_preset_experiment_resolves(names):
     config = merged(*names)
     specs = [resolve(entry, config["datasets"]) for entry in config["experiments"]]
     assert specs and all(spec["data"]["dev"] for spec in specs)
+
+
+def test_the_multi30k_gpu_overlay_only_swaps_the_experiments_for_ones_within_budget():
+    """configs/multi30k_gpu.yaml keeps the CPU config's data and BPE; every experiment stops
+    by its time budget, under the 10 minutes the GPU row promises."""
+    overlay = load("configs/multi30k_gpu.yaml")
+    assert list(overlay) == ["experiments"]
+    config = merged("config.yaml", "configs/multi30k.yaml", "configs/multi30k_gpu.yaml")
+    for entry in config["experiments"]:
+        train = resolve(entry, config["datasets"])["train"]
+        assert 0 < train["max_minutes"] <= 10 and entry["dataset"] == "multi30k"
 
 
 def test_paper_experiments_have_the_paper_settings():

@@ -232,6 +232,22 @@ def test_half_written_checkpoints_are_ignored_and_changed_settings_start_afresh(
 
 
 @pytest.mark.workflow
+def test_a_time_budget_ends_training_with_a_checkpoint_and_a_rerun_adds_no_step(
+    tmp_path, copy_data
+):
+    spec = experiment(tmp_path / "timed.json", copy_data, max_steps=100_000, max_minutes=0.002)
+    first = train(spec)  # 0.12 s: a few steps on a CPU, far from max_steps
+    assert first["ended_by"] == "max_minutes"
+    assert 1 <= first["steps"] < 1000 and first["seconds"] >= 0.12
+    tags = sorted(p.name for p in (tmp_path / "timed" / "checkpoints").glob("step*"))
+    assert tags[-1] == f"step{first['steps']:08d}"
+    again = train(spec)  # the budget is spent: resume, evaluate, write the same summary
+    assert (again["steps"], again["ended_by"]) == (first["steps"], "max_minutes")
+    experiment(spec, copy_data, max_steps=first["steps"] + 3, max_minutes=None)
+    assert train(spec)["steps"] == first["steps"] + 3  # a bigger budget continues the run
+
+
+@pytest.mark.workflow
 def test_a_tiny_model_learns_to_copy(tmp_path, copy_data):
     spec = experiment(
         tmp_path / "copy.json",

@@ -47,6 +47,7 @@ log = logging.getLogger("aiayn.train")
 @dataclass(frozen=True)
 class TrainSettings:
     max_steps: int = 100_000
+    max_minutes: float | None = None  # training time budget over all sessions (fairseq's stop-time)
     warmup_steps: int = 4000
     lr_scale: float = 1.0  # multiplies the paper's schedule
     adam_beta1: float = 0.9
@@ -249,6 +250,7 @@ class Trainer:
             lr=1.0,
             eps=self.settings.adam_eps,
             betas=(self.settings.adam_beta1, self.settings.adam_beta2),
+            fused=self.device.type == "cuda",  # one kernel for all parameters
         )
         schedule = lr_lambda(
             self.exp.model.d_model, self.settings.warmup_steps, self.settings.lr_scale
@@ -309,19 +311,23 @@ class Trainer:
         return tensor.tolist()
 
     # Training ---------------------------------------------------------------------------------
-    def train_step(self, save_requested: bool) -> tuple[float, float, float, bool, bool]:
+    def train_step(
+        self, save_requested: bool, budget_spent: bool
+    ) -> tuple[float, float, float, dict[str, bool]]:
         """One optimizer step. Also agrees over all ranks whether to save now (a rank's timer
-        ran out) and whether to stop (a rank was signalled): every rank must take part."""
+        ran out), whether this is the last step (rank 0's time budget is spent) and whether to
+        stop (a rank was signalled): every rank must take part."""
         batches = [self.next_batch() for _ in range(self.accumulation)]
         local_tokens = sum(b.target_tokens for b in batches)
         local_flops = sum(
             training_flops(self.exp.model, *b.source.shape, b.target_in.size(1)) for b in batches
         )
-        total_tokens, total_flops, save_votes, stop_votes = self.all_reduce(
+        total_tokens, total_flops, *votes = self.all_reduce(
             [
                 local_tokens,
                 local_flops,
                 float(save_requested),
+                float(budget_spent),
                 float(self.stop_signal is not None),
             ]
         )
@@ -338,7 +344,8 @@ class Trainer:
         self.state["step"] += 1
         self.state["target_tokens"] += int(total_tokens)
         self.state["train_flops"] += int(total_flops)  # all processes, padded shapes (flops.py)
-        return loss_total, nll_total, local_tokens, save_votes > 0, stop_votes > 0
+        voted = {name: vote > 0 for name, vote in zip(("save", "last", "stop"), votes, strict=True)}
+        return loss_total, nll_total, local_tokens, voted
 
     @torch.no_grad()
     def evaluate(self) -> dict:
@@ -382,14 +389,17 @@ class Trainer:
             disable=self.rank != 0,
         )
         last_dev = {}
-        while self.state["step"] < settings.max_steps:
+        while self.state["step"] < settings.max_steps and not self.out_of_time(seconds_before):
             minutes = settings.checkpoint_every_minutes
             save_due = (
                 minutes is not None
                 and self.rank == 0
                 and time.monotonic() - last_save >= 60 * minutes
             )
-            loss, nll, tokens, save_voted, stop_voted = self.train_step(save_due)
+            budget_spent = self.rank == 0 and self.out_of_time(
+                seconds_before + time.monotonic() - start
+            )
+            loss, nll, tokens, voted = self.train_step(save_due, budget_spent)
             step = self.state["step"]
             self.state["seconds"] = seconds_before + time.monotonic() - start
             window["loss"], window["nll"], window["tokens"] = (
@@ -398,7 +408,7 @@ class Trainer:
                 window["tokens"] + tokens,
             )
             bar.update(1)
-            final = step == settings.max_steps
+            final = step == settings.max_steps or voted["last"]
             if step % settings.log_every_steps == 0 or final:
                 self.log_train(window)
                 window = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "start": time.monotonic()}
@@ -408,16 +418,23 @@ class Trainer:
                     {"step": step, **last_dev, "seconds": round(self.state["seconds"], 2)}
                 )
             every = settings.checkpoint_every_steps
-            if save_voted or stop_voted or final or (every and step % every == 0):
+            if voted["save"] or voted["stop"] or final or (every and step % every == 0):
                 self.save()
                 last_save = time.monotonic()
-            if stop_voted and not final:
+            if final:
+                break
+            if voted["stop"]:
                 bar.close()
                 raise Stopped(step, self.stop_signal)
         bar.close()
         if not last_dev:  # resumed a finished run
             last_dev = self.evaluate()
         return self.write_summary(last_dev)
+
+    def out_of_time(self, seconds: float) -> bool:
+        """Whether `seconds` of training (all sessions) use up the max_minutes budget."""
+        budget = self.settings.max_minutes
+        return budget is not None and seconds >= 60 * budget
 
     def log_train(self, window: dict) -> None:
         loss, nll, tokens = self.all_reduce([window["loss"], window["nll"], window["tokens"]])
@@ -563,6 +580,9 @@ class Trainer:
         summary = {
             "experiment": self.exp.name,
             "steps": self.state["step"],
+            "ended_by": "max_steps"
+            if self.state["step"] >= self.settings.max_steps
+            else "max_minutes",
             "epochs": self.state["epoch"],
             "target_tokens": self.state["target_tokens"],
             "seconds": round(self.state["seconds"], 2),
