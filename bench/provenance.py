@@ -19,10 +19,10 @@ def git(*args: str) -> subprocess.CompletedProcess:
 
 
 def stamp() -> dict:
-    head = git("rev-parse", "--short=7", "HEAD").stdout.strip()
-    if not head:  # a copy of a checkout, e.g. sent to a GPU machine: its sender names the commit
-        copied = os.environ.get("AIAYN_COPIED_FROM_COMMIT")
-        head = f"{copied} (copied tree)" if copied else "unknown (not a git checkout)"
+    copied = os.environ.get("AIAYN_COPIED_FROM_COMMIT")
+    if copied:  # a copy of a clean checkout sent to another machine (a GPU): its sender names it
+        return {"commit": f"{copied} (copied tree)", "date": datetime.date.today().isoformat()}
+    head = git("rev-parse", "--short=7", "HEAD").stdout.strip() or "unknown (not a git checkout)"
     # Figures already written under results/ do not make the code dirty.
     figures = (":(exclude)bench/results", ":(exclude)results")
     changed = git("diff", "--quiet", "HEAD", "--", ".", *figures)

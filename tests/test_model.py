@@ -45,6 +45,22 @@ def test_logits_have_one_row_per_target_position_over_the_vocabulary():
     assert model(source, target).shape == (3, 6, 50)
 
 
+@pytest.mark.parametrize("positions", ["sinusoidal", "learned"])
+def test_bf16_parameters_with_fp32_buffers_run_in_bf16(positions):
+    """DeepSpeed's bf16 casts parameters only and keeps buffers (the sinusoid table) in fp32;
+    the model must still run, in bf16, and the decoder's incremental path too."""
+    model = tiny_model(positions=positions)
+    for parameter in model.parameters():
+        parameter.data = parameter.data.bfloat16()
+    assert any(b.dtype == torch.float32 for b in model.buffers()) == (positions == "sinusoidal")
+    source, target = batch()
+    assert model(source, target).dtype == torch.bfloat16
+    memory = model.encode(source)
+    cache = model.start_cache(memory)
+    step = model.decode_step(target[:, :1], 0, cache, model.source_mask(source))
+    assert step.dtype == torch.bfloat16
+
+
 def test_a_decoder_position_never_sees_the_future():
     model = tiny_model()
     source, target = batch()

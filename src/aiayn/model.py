@@ -255,7 +255,8 @@ class Embeddings(nn.Module):
 
     def forward(self, ids, offset: int = 0):
         x = self.tokens(ids) * self.scale  # (B, T, d_model)
-        return self.dropout(x + self.positions(ids.size(1), offset))
+        # The sinusoid table is a buffer, which mixed precision (DeepSpeed bf16) leaves in fp32.
+        return self.dropout(x + self.positions(ids.size(1), offset).to(x.dtype))
 
 
 class Transformer(nn.Module):
