@@ -248,6 +248,16 @@ def test_a_time_budget_ends_training_with_a_checkpoint_and_a_rerun_adds_no_step(
 
 
 @pytest.mark.workflow
+def test_bf16_training_steps_through_deepspeed_and_saves_fp32_weights(tmp_path, copy_data):
+    """The GPU default (bf16, ZeRO 1) on a CPU: DeepSpeed casts parameters, not buffers, which
+    once crashed the first layer on every GPU."""
+    summary = train(experiment(tmp_path / "bf16.json", copy_data, max_steps=4, precision="bf16"))
+    assert summary["precision"] == "bf16" and summary["steps"] == 4
+    assert math.isfinite(summary["dev_loss"])
+    assert all(tensor.dtype == torch.float32 for tensor in weights(summary).values())
+
+
+@pytest.mark.workflow
 def test_a_tiny_model_learns_to_copy(tmp_path, copy_data):
     spec = experiment(
         tmp_path / "copy.json",
