@@ -118,6 +118,7 @@ def main() -> None:
         "source": f"{args.source.name}, {len(sentences)} sentences",
         "beam": args.beam,
         "alpha": 0.6,
+        "batch_tokens": args.batch_tokens,
         "ours_cached": ours_figures,
         "naive_recompute": naive_figures,
         "speedup": round(naive_figures["seconds"] / ours_figures["seconds"], 2),

@@ -208,10 +208,15 @@ def test_readme_benchmark_tables_are_the_committed_figures():
             f"(peak {train['max_rss_mib']:.0f} MiB) | {run_['stages']['decode']['seconds']:.0f} s |"
         ) in readme
     assert f"the default run {workflow['speedup']}x faster" in readme
-    decode = json.loads((results / "decode_speed-cpu.json").read_text())
-    for key in ("ours_cached", "naive_recompute", "hf_marian_generate"):
-        figures = decode[key]
-        assert (
-            f"| {figures['sentences_per_s']:.1f} | {figures['target_tokens_per_s']:,.0f} | "
-            f"{figures['seconds']:.1f} s |" in readme
-        ), key
+    for kind in ("cpu", "gpu"):
+        decode = json.loads((results / f"decode_speed-{kind}.json").read_text())
+        for key in ("ours_cached", "naive_recompute", "hf_marian_generate"):
+            figures = decode[key]
+            assert (
+                f"| {figures['sentences_per_s']:.1f} | {figures['target_tokens_per_s']:,.0f} | "
+                f"{figures['seconds']:.1f} s |" in readme
+            ), (kind, key)
+    gpu = json.loads((results / "decode_speed-gpu.json").read_text())
+    assert gpu["device"] in readme and f"{gpu['batch_tokens']} source tokens" in readme
+    assert f"{1 / gpu['speedup_vs_hf']:.1f}x *slower*" in readme
+    assert f"only {gpu['speedup']}x faster" in readme
