@@ -14,6 +14,7 @@ case). Prints one JSON line; --save writes it under bench/results/.
 
     python bench/decode_speed.py                                   # base, all 3003 sentences
     python bench/decode_speed.py --preset tiny --sentences 100     # CPU-sized
+    python bench/decode_speed.py --profile decode.prof.txt         # and where the time goes
 """
 
 from __future__ import annotations
@@ -64,6 +65,21 @@ def run(model, sentences, settings, incremental: bool) -> tuple[list, dict]:
     return hypotheses, figures
 
 
+def write_profile(model, sentences, settings, path: Path) -> None:
+    """Where our decoder's time goes: torch.profiler over the longest sentences (the first
+    batches), the operators ranked by their own time on the device (CPU time on a CPU)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = next(model.parameters()).is_cuda
+    longest = sorted(sentences, key=len, reverse=True)[: max(1, len(sentences) // 10)]
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as profiler:
+        translate(model, longest, settings, incremental=True, desc="profile")
+    sort_by = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    table = profiler.key_averages().table(sort_by=sort_by, row_limit=30)
+    path.write_text(f"{len(longest)} longest sentences, sorted by {sort_by}\n{table}\n")
+
+
 def hugging_face(model, sentences, args, ours, ours_figures) -> dict:
     """Marian's generate() on the same weights and batches, when transformers is installed."""
     if not marian.available():
@@ -94,6 +110,9 @@ def main() -> None:
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--batch-tokens", type=int, default=4000)
     parser.add_argument("--save", action="store_true")
+    parser.add_argument(
+        "--profile", type=Path, help="also write a torch.profiler table of our decoder here"
+    )
     args = parser.parse_args()
     if args.weights and not args.subword:
         parser.error("--weights needs --subword")
@@ -110,6 +129,8 @@ def main() -> None:
     naive, naive_figures = run(model, sentences, settings, incremental=False)
     same = sum(a.tokens == b.tokens for a, b in zip(ours, naive, strict=True)) / len(ours)
     peer = hugging_face(model, sentences, args, ours, ours_figures)
+    if args.profile:
+        write_profile(model, sentences, settings, args.profile)
     record = {
         "bench": "decode_speed",
         "device": device_name(device),

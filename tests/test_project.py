@@ -87,7 +87,7 @@ def test_train_throughput_benchmark_compares_ours_with_the_naive_and_hf_baseline
     )
 
 
-def test_decode_speed_benchmark_compares_ours_with_recomputing_and_hf_generate():
+def test_decode_speed_benchmark_compares_ours_with_recomputing_and_hf_generate(tmp_path):
     source = shared("wmt14_newstest", "full", "newstest2014.en-de.en")
     result = run(
         sys.executable,
@@ -100,10 +100,14 @@ def test_decode_speed_benchmark_compares_ours_with_recomputing_and_hf_generate()
         "12",
         "--vocab",
         "1000",
+        "--profile",
+        str(tmp_path / "profile.txt"),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads(result.stdout.strip().splitlines()[-1])
     assert record["source"] == "newstest2014.en-de.en, 12 sentences" and record["beam"] == 4
+    profile = (tmp_path / "profile.txt").read_text()
+    assert "self_cpu_time_total" in profile and "aten::" in profile
     for decoder in ("ours_cached", "naive_recompute"):
         assert record[decoder]["sentences_per_s"] > 0 and record[decoder]["target_tokens_per_s"] > 0
     assert record["same_translations"] == 1.0
