@@ -35,7 +35,13 @@ sys.path.insert(0, str(PROJECT / "src"))
 from aiayn.batching import collate, token_batches  # noqa: E402
 from aiayn.flops import device_name  # noqa: E402
 from aiayn.model import Transformer, build_config, sinusoidal_positions  # noqa: E402
-from aiayn.train import label_smoothed_loss, step_plan, use_bf16  # noqa: E402
+from aiayn.train import (  # noqa: E402
+    TrainSettings,
+    deepspeed_engine,
+    label_smoothed_loss,
+    step_plan,
+    use_bf16,
+)
 from aiayn.translate import autocast  # noqa: E402
 
 sys.path.insert(0, str(PROJECT / "bench"))
@@ -105,30 +111,9 @@ def bucketed_groups(corpus, args, device):
 
 
 def ours(config, corpus, args, device):
-    import deepspeed
-
-    from aiayn.schedule import lr_lambda
-
-    model = Transformer(config)
     bf16 = use_bf16("auto", device)
     accumulation, _ = step_plan(args.tokens, args.batch_tokens, 1)
-    engine, *_ = deepspeed.initialize(
-        model=model,
-        optimizer=torch.optim.Adam(
-            model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, fused=device.type == "cuda"
-        ),
-        lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(
-            opt, lr_lambda(config.d_model, 4000)
-        ),
-        config={
-            "train_micro_batch_size_per_gpu": 1,
-            "gradient_accumulation_steps": accumulation,
-            "zero_optimization": {"stage": 1},
-            "zero_allow_untested_optimizer": True,
-            "bf16": {"enabled": bf16},
-            "steps_per_print": 1 << 30,
-        },
-    )
+    engine = deepspeed_engine(Transformer(config), TrainSettings(), accumulation, bf16, device)
     groups = bucketed_groups(corpus, args, device)
     flops, tokens = [], []
 

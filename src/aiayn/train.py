@@ -181,6 +181,42 @@ def init_process() -> tuple[int, int, torch.device]:
     return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), device
 
 
+def deepspeed_engine(
+    model: Transformer,
+    settings: TrainSettings,
+    accumulation: int,
+    bf16: bool,
+    device: torch.device,
+):
+    """The model in a DeepSpeed engine with the paper's Adam and schedule (also the benchmark's)."""
+    import deepspeed
+
+    optimizer = torch.optim.Adam(
+        model.parameters(),
+        lr=1.0,
+        eps=settings.adam_eps,
+        betas=(settings.adam_beta1, settings.adam_beta2),
+        fused=device.type == "cuda",  # one kernel for all parameters
+    )
+    schedule = lr_lambda(model.config.d_model, settings.warmup_steps, settings.lr_scale)
+    config = {
+        "train_micro_batch_size_per_gpu": 1,  # unused: batches are ours, counted in tokens
+        "gradient_accumulation_steps": accumulation,
+        "zero_optimization": {"stage": settings.zero_stage},
+        "zero_allow_untested_optimizer": True,
+        "bf16": {"enabled": bf16},
+        "gradient_clipping": 0.0,
+        "steps_per_print": 1 << 30,
+    }
+    engine, *_ = deepspeed.initialize(
+        model=model,
+        optimizer=optimizer,
+        config=config,
+        lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule),
+    )
+    return engine
+
+
 def use_bf16(precision: str, device: torch.device) -> bool:
     if precision == "auto":
         return device.type == "cuda" and torch.cuda.is_bf16_supported()
@@ -241,34 +277,9 @@ class Trainer:
             log.warning("received %s: checkpointing after this step", signal.Signals(signum).name)
 
     def build_engine(self):
-        import deepspeed
-
         torch.manual_seed(self.settings.seed)  # the same initial weights on every rank
-        model = Transformer(self.exp.model)
-        optimizer = torch.optim.Adam(
-            model.parameters(),
-            lr=1.0,
-            eps=self.settings.adam_eps,
-            betas=(self.settings.adam_beta1, self.settings.adam_beta2),
-            fused=self.device.type == "cuda",  # one kernel for all parameters
-        )
-        schedule = lr_lambda(
-            self.exp.model.d_model, self.settings.warmup_steps, self.settings.lr_scale
-        )
-        config = {
-            "train_micro_batch_size_per_gpu": 1,  # unused: batches are ours, counted in tokens
-            "gradient_accumulation_steps": self.accumulation,
-            "zero_optimization": {"stage": self.settings.zero_stage},
-            "zero_allow_untested_optimizer": True,
-            "bf16": {"enabled": self.bf16},
-            "gradient_clipping": 0.0,
-            "steps_per_print": 1 << 30,
-        }
-        engine, *_ = deepspeed.initialize(
-            model=model,
-            optimizer=optimizer,
-            config=config,
-            lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule),
+        engine = deepspeed_engine(
+            Transformer(self.exp.model), self.settings, self.accumulation, self.bf16, self.device
         )
         torch.manual_seed(self.settings.seed * 1000 + self.rank)  # dropout differs between ranks
         return engine
@@ -389,6 +400,8 @@ class Trainer:
             disable=self.rank != 0,
         )
         last_dev = {}
+        # seconds_before comes from the checkpoint, the same on every rank, so all ranks agree
+        # here; later budget checks go through the vote in train_step.
         while self.state["step"] < settings.max_steps and not self.out_of_time(seconds_before):
             minutes = settings.checkpoint_every_minutes
             save_due = (
