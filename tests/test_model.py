@@ -152,6 +152,39 @@ def test_fused_attention_equals_the_written_out_softmax():
     )
 
 
+def test_causal_fused_attention_equals_the_written_out_softmax():
+    torch.manual_seed(2)
+    attention = MultiHeadAttention(build_config(50, "tiny", d_model=32, n_heads=4)).eval()
+    x = torch.randn(2, 6, 32)
+    fused, _ = attention(x, x, x, causal=True)
+    explicit, weights = attention(x, x, x, return_weights=True, causal=True)
+    assert torch.allclose(fused, explicit, atol=1e-5)
+    assert weights.triu(1).abs().max() == 0 and weights[..., 0, 0].eq(1).all()
+
+
+def test_attention_never_runs_on_cudnn(monkeypatch):
+    """cuDNN's attention plans every new shape anew (decoding changes shape at every step), so
+    the model keeps SDPA on the flash, memory-efficient and math kernels in every entry point."""
+    cudnn_enabled_at_call = []
+    fused = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        cudnn_enabled_at_call.append(torch.backends.cuda.cudnn_sdp_enabled())
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    assert torch.backends.cuda.cudnn_sdp_enabled()  # torch's default, outside the model
+    model = tiny_model()
+    source, target = batch()
+    model(source, target).sum().backward()
+    cache = model.start_cache(model.encode(source))
+    model.decode_step(target[:, :1], 0, cache, model.source_mask(source))
+    layers = model.config.n_layers
+    assert len(cudnn_enabled_at_call) == 3 * layers + 3 * layers  # training, then one step
+    assert not any(cudnn_enabled_at_call)
+    assert torch.backends.cuda.cudnn_sdp_enabled()  # restored on the way out
+
+
 def test_different_key_and_value_sizes():
     model = tiny_model(d_k=4, d_v=12)
     source, target = batch()

@@ -16,6 +16,13 @@ from dataclasses import dataclass, replace
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+# The fused attention kernels the model may use. cuDNN's is left out: torch >= 2.11 prefers it on
+# Hopper and newer GPUs whenever a mask is passed, and it builds an execution plan for every new
+# shape (reported at about a second each), while decoding changes shape at nearly every step and
+# training at every batch. Flash and memory-efficient attention need no per-shape plans.
+ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 @dataclass(frozen=True)
@@ -117,26 +124,32 @@ class MultiHeadAttention(nn.Module):
             self.w_v(value), self.d_v
         )
 
-    def forward(self, query, key, value, mask=None, return_weights: bool = False):
+    def forward(self, query, key, value, mask=None, return_weights: bool = False, causal=False):
         """query (B, Tq, d_model), key/value (B, Tk, d_model).
 
         mask: boolean, broadcastable to (B, h, Tq, Tk), True where attention is allowed.
+        causal: query i sees keys 0..i only (Tq = Tk); without a mask, GPUs run flash attention.
         """
-        return self.attend(query, *self.keys_values(key, value), mask, return_weights)
+        return self.attend(query, *self.keys_values(key, value), mask, return_weights, causal)
 
-    def attend(self, query, k, v, mask=None, return_weights: bool = False):
+    def attend(self, query, k, v, mask=None, return_weights: bool = False, causal=False):
         """Attention of query (B, Tq, d_model) over projected keys and values (see keys_values)."""
         q = self.split_heads(self.w_q(query), self.d_k)  # (B, h, Tq, d_k)
         dropout = self.attention_dropout if self.training else 0.0
         if return_weights:
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, h, Tq, Tk)
+            if causal:
+                future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1)
+                scores = scores.masked_fill(future, float("-inf"))
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
             weights = torch.softmax(scores, dim=-1)
             out = F.dropout(weights, dropout, self.training) @ v
         else:
             weights = None
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal
+            )
         batch, _, length, _ = out.shape
         out = out.transpose(1, 2).reshape(batch, length, self.h * self.d_v)  # (B, Tq, h*d_v)
         return self.w_o(out), weights
@@ -190,8 +203,10 @@ class DecoderLayer(nn.Module):
         self.residual_2 = ResidualLayerNorm(config)
         self.residual_3 = ResidualLayerNorm(config)
 
-    def forward(self, y, memory, target_mask, memory_mask):
-        y = self.residual_1(y, self.self_attention(y, y, y, target_mask)[0])
+    def forward(self, y, memory, memory_mask):
+        """Every target position at once (training): causal self-attention needs no padding
+        mask, because targets are padded on the right, after every real position."""
+        y = self.residual_1(y, self.self_attention(y, y, y, causal=True)[0])
         y = self.residual_2(y, self.encoder_attention(y, memory, memory, memory_mask)[0])
         return self.residual_3(y, self.feed_forward(y))
 
@@ -285,6 +300,7 @@ class Transformer(nn.Module):
     def source_mask(self, source):
         return (source != self.config.pad_id)[:, None, None, :]  # (B, 1, 1, S), True = real token
 
+    @sdpa_kernel(ATTENTION_BACKENDS)
     def encode(self, source, return_weights: bool = False):
         """source (B, S) -> memory (B, S, d_model) [and each layer's attention weights]."""
         mask = self.source_mask(source)
@@ -295,20 +311,15 @@ class Transformer(nn.Module):
             all_weights.append(weights)
         return (x, all_weights) if return_weights else x
 
+    @sdpa_kernel(ATTENTION_BACKENDS)
     def decode(self, target_in, memory, source):
-        """target_in (B, T) starting with BOS -> logits (B, T, V) of the next tokens."""
-        length = target_in.size(1)
-        causal = torch.ones(length, length, dtype=torch.bool, device=target_in.device).tril()
-        target_mask = (
-            causal[None, None] & (target_in != self.config.pad_id)[:, None, None, :]
-        )  # (B,1,T,T)
+        """target_in (B, T) starting with BOS, padded on the right -> logits (B, T, V) of the
+        next tokens. Real positions never see padding; the logits at padded ones are unused."""
         y = self.embeddings(target_in)
         memory_mask = self.source_mask(source)
         for layer in self.decoder:
-            y = layer(y, memory, target_mask, memory_mask)
-        return F.linear(
-            y, self.embeddings.tokens.weight
-        )  # pre-softmax projection = shared embedding
+            y = layer(y, memory, memory_mask)
+        return F.linear(y, self.embeddings.tokens.weight)  # softmax projection = shared embedding
 
     def forward(self, source, target_in):
         return self.decode(target_in, self.encode(source), source)
@@ -321,6 +332,7 @@ class Transformer(nn.Module):
             cache.append({"memory_k": k, "memory_v": v})
         return cache
 
+    @sdpa_kernel(ATTENTION_BACKENDS)
     def decode_step(self, last_tokens, position: int, cache: list[dict], memory_mask):
         """Incremental decoding: last_tokens (B, 1) at `position` -> logits (B, V) of the next.
 
