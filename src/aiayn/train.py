@@ -342,7 +342,7 @@ class Trainer:
                 float(self.stop_signal is not None),
             ]
         )
-        loss_total = nll_total = 0.0
+        sums = []
         for batch in batches:
             batch = batch.to(self.device)
             logits = self.engine(batch.source, batch.target_in)
@@ -350,8 +350,10 @@ class Trainer:
             # DeepSpeed averages gradients over ranks: * world makes it a sum over all tokens.
             self.engine.backward(loss * (self.world / total_tokens), scale_wrt_gas=False)
             self.engine.step()
-            loss_total += loss.item()
-            nll_total += nll.item()
+            sums.append(torch.stack([loss.detach(), nll.detach()]).double())
+        # One read-back per step: reading each batch's loss would make the CPU wait for the GPU
+        # before it may queue the next batch's kernels.
+        loss_total, nll_total = torch.stack(sums).sum(0).tolist()
         self.state["step"] += 1
         self.state["target_tokens"] += int(total_tokens)
         self.state["train_flops"] += int(total_flops)  # all processes, padded shapes (flops.py)
