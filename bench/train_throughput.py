@@ -33,8 +33,9 @@ PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT / "src"))
 
 from aiayn.batching import collate, token_batches  # noqa: E402
-from aiayn.flops import device_name  # noqa: E402
+from aiayn.flops import device_name, training_flops  # noqa: E402
 from aiayn.model import Transformer, build_config, sinusoidal_positions  # noqa: E402
+from aiayn.subword import PAD_ID  # noqa: E402
 from aiayn.train import (  # noqa: E402
     TrainSettings,
     deepspeed_engine,
@@ -61,25 +62,14 @@ def synthetic_corpus(pairs: int, vocab: int, seed: int = 0):
 
 
 def flops_per_step(config, batches) -> float:
-    """6 x parameters x tokens for the matrix products (encoder on source, decoder and the output
-    projection on target tokens) plus 6 x the attention score and value products."""
-    d, layers, h = config.d_model, config.n_layers, config.n_heads
-    d_k, d_v = config.head_dims
-    attention = 2 * d * h * d_k + 2 * d * h * d_v
-    ffn = 2 * d * config.d_ff
-    encoder, decoder = (
-        layers * (attention + ffn),
-        layers * (2 * attention + ffn) + d * config.vocab_size,
-    )
+    """Model FLOPs of the step's real tokens: aiayn.flops' count (the one training reports) for
+    each sentence pair at its own length, so the padding the hardware also computes does not
+    count as useful work."""
     total = 0.0
     for batch in batches:
-        src = (batch.source != 0).sum(1).double()
-        tgt = (batch.target_out != 0).sum(1).double()
-        total += 6 * (encoder * src.sum() + decoder * tgt.sum()).item()
-        scores = (
-            (src**2).sum() + (tgt**2).sum() / 2 + (src * tgt).sum()
-        )  # causal self-attention ~half
-        total += 6 * layers * 2 * h * (d_k + d_v) * scores.item() / 2
+        source_lengths = (batch.source != PAD_ID).sum(1).double()
+        target_lengths = (batch.target_out != PAD_ID).sum(1).double()
+        total += training_flops(config, 1, source_lengths, target_lengths).sum().item()
     return total
 
 

@@ -66,3 +66,23 @@ def test_marian_generate_returns_one_translation_per_sentence_in_input_order():
         assert (
             len(hypothesis.tokens) >= 50 and tokens[: len(hypothesis.tokens)] == hypothesis.tokens
         )
+
+
+def test_train_throughput_counts_the_flops_of_real_tokens_only():
+    """MFU divides useful work: the bench counts each pair at its own length with aiayn.flops'
+    formula (the one train.json reports), so padding a batch further adds nothing."""
+    import train_throughput
+
+    from aiayn.batching import collate
+    from aiayn.flops import training_flops
+
+    config = build_config(100, "tiny")
+    sources = [np.array([5, 6, 7]), np.array([8] * 9)]
+    targets = [np.array([9, 10]), np.array([11] * 6)]
+    expected = sum(
+        training_flops(config, 1, len(s) + 1, len(t) + 1)  # + EOS
+        for s, t in zip(sources, targets, strict=True)
+    )
+    for pad_to in (1, 8, 64):
+        batch = collate(sources, targets, [0, 1], pad_to=pad_to)
+        assert train_throughput.flops_per_step(config, [batch]) == expected

@@ -43,6 +43,9 @@ def test_data_stages_benchmark_prints_bpe_and_binarization_figures():
         ["git", "rev-parse", "--short=7", "HEAD"], cwd=PROJECT, text=True, capture_output=True
     ).stdout.strip()
     assert record["commit"].startswith(head or "unknown")  # -dirty when the code is uncommitted
+    assert record["command"].startswith(
+        "python bench/data_stages.py --sizes 2000 4000 --bpe-sample 1000"
+    )
     assert [r["lines"] for r in record["results"]] == [2000, 4000]
     for row in record["results"]:
         for method in ("bpe_sampled", "bpe_all_lines", "streaming", "naive"):
