@@ -242,3 +242,23 @@ def test_batches_are_sorted_by_length_and_within_the_budget():
 def test_bad_decode_settings_are_refused():
     with pytest.raises(ValueError, match="decode.search"):
         DecodeSettings(search="sampling")
+
+
+def test_beams_share_their_sentence_memory_and_leave_with_it():
+    """Each sentence's encoder keys/values are held once, not once per beam, and are dropped
+    when the sentence leaves; the beams still get what a per-row copy would give them."""
+    model = random_model()
+    source, _ = source_batch([np.array([5, 6, 7]), np.array([8, 9]), np.array([10])])
+    decoder = IncrementalDecoder(model)
+    decoder.start(source, beam=4)
+    prefix = torch.tensor([[2]] * 12)
+    shared = decoder.log_probs(prefix)  # (12, V)
+    assert decoder.cache[0]["memory_k"].size(0) == 3 and decoder.cache[0]["self_k"].size(0) == 12
+    rows = source.repeat_interleave(4, dim=0)
+    per_row = model.decode(prefix, model.encode(rows), rows)
+    torch.testing.assert_close(shared, per_row[:, -1].log_softmax(-1), rtol=1e-5, atol=1e-5)
+    memory_of_last = decoder.cache[1]["memory_v"][2].clone()
+    decoder.keep(torch.tensor([1, 0, 3, 2, 8, 8, 9, 10]))  # sentences 0 and 2 stay, reordered beams
+    assert decoder.cache[1]["memory_v"].size(0) == 2 and decoder.memory_mask.size(0) == 2
+    assert torch.equal(decoder.cache[1]["memory_v"][1], memory_of_last)
+    assert decoder.cache[1]["self_v"].size(0) == 8

@@ -164,15 +164,16 @@ def best_possible(alive: torch.Tensor, t: int, max_length: torch.Tensor, alpha: 
 
 class IncrementalDecoder:
     """The Transformer one position per step: cached self-attention keys/values, the encoder
-    output's keys/values projected once per sentence and shared by its beams."""
+    output's keys/values projected once per sentence and shared by its beams (never copied per
+    beam, and only re-indexed when sentences leave the batch)."""
 
     def __init__(self, model):
         self.model = model
 
     def start(self, source: torch.Tensor, beam: int) -> None:
-        memory = self.model.encode(source)  # (B, S, d_model), once per sentence, not per beam
-        self.memory_mask = self.model.source_mask(source).repeat_interleave(beam, dim=0)
-        self.cache = self.model.start_cache(memory.repeat_interleave(beam, dim=0))
+        self.beam = beam
+        self.memory_mask = self.model.source_mask(source)  # (B, 1, 1, S)
+        self.cache = self.model.start_cache(self.model.encode(source))
 
     def log_probs(self, prefix: torch.Tensor) -> torch.Tensor:
         position = prefix.size(1) - 1
@@ -180,10 +181,16 @@ class IncrementalDecoder:
         return F.log_softmax(logits.float(), dim=-1)
 
     def keep(self, rows: torch.Tensor) -> None:
-        self.memory_mask = self.memory_mask[rows]
+        sentences = rows[:: self.beam] // self.beam  # each block of beam rows is one sentence
+        if sentences.numel() != self.memory_mask.size(0):
+            self.memory_mask = self.memory_mask[sentences]
+            for layer in self.cache:
+                layer["memory_k"], layer["memory_v"] = (
+                    layer["memory_k"][sentences],
+                    layer["memory_v"][sentences],
+                )
         for layer in self.cache:
-            for name, tensor in layer.items():
-                layer[name] = tensor[rows]
+            layer["self_k"], layer["self_v"] = layer["self_k"][rows], layer["self_v"][rows]
 
 
 class RecomputingDecoder:

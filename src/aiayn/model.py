@@ -211,20 +211,24 @@ class DecoderLayer(nn.Module):
         return self.residual_3(y, self.feed_forward(y))
 
     def step(self, y, cache: dict, memory_mask):
-        """One new target position y (B, 1, d_model), attending to the cached earlier ones.
+        """One new target position y (R, 1, d_model) per hypothesis, attending to the cached
+        earlier ones. R = B x beams, sentence-major: each sentence's beams share its memory.
 
-        cache holds this layer's self-attention keys/values so far ("self_k", "self_v", grown
-        here) and the encoder output's projected keys/values ("memory_k", "memory_v").
+        cache holds this layer's self-attention keys/values so far ("self_k", "self_v", one row
+        per hypothesis, grown here) and the encoder output's projected keys/values ("memory_k",
+        "memory_v", one row per sentence); memory_mask is (B, 1, 1, S).
         """
-        k, v = self.self_attention.keys_values(y, y)  # (B, h, 1, d_k), (B, h, 1, d_v)
+        k, v = self.self_attention.keys_values(y, y)  # (R, h, 1, d_k), (R, h, 1, d_v)
         if "self_k" in cache:
             k, v = torch.cat([cache["self_k"], k], dim=2), torch.cat([cache["self_v"], v], dim=2)
-        cache["self_k"], cache["self_v"] = k, v  # (B, h, t, d_k), (B, h, t, d_v)
+        cache["self_k"], cache["self_v"] = k, v  # (R, h, t, d_k), (R, h, t, d_v)
         y = self.residual_1(y, self.self_attention.attend(y, k, v)[0])
+        # A sentence's beams are its queries over its memory: (B, beams, d_model).
+        beams = y.view(cache["memory_k"].size(0), -1, y.size(-1))
         attended = self.encoder_attention.attend(
-            y, cache["memory_k"], cache["memory_v"], memory_mask
+            beams, cache["memory_k"], cache["memory_v"], memory_mask
         )
-        y = self.residual_2(y, attended[0])
+        y = self.residual_2(y, attended[0].view_as(y))
         return self.residual_3(y, self.feed_forward(y))
 
 
@@ -334,7 +338,8 @@ class Transformer(nn.Module):
 
     @sdpa_kernel(ATTENTION_BACKENDS)
     def decode_step(self, last_tokens, position: int, cache: list[dict], memory_mask):
-        """Incremental decoding: last_tokens (B, 1) at `position` -> logits (B, V) of the next.
+        """Incremental decoding: last_tokens (R, 1) at `position` -> logits (R, V) of the next,
+        for R = B x beams hypotheses, sentence-major, over start_cache's B sentences.
 
         Equal to decode() on the whole prefix, but each step costs one position, not the prefix.
         """
