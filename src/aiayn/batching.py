@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from aiayn.binarize import positions_within
 from aiayn.subword import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -67,34 +68,66 @@ class Batch:
     source: torch.Tensor  # (B, S): sentence + EOS, padded
     target_in: torch.Tensor  # (B, T): BOS + sentence, padded
     target_out: torch.Tensor  # (B, T): sentence + EOS, padded
-
-    @property
-    def target_tokens(self) -> int:
-        return int((self.target_out != PAD_ID).sum())
+    target_tokens: int  # real (non-pad) positions of target_out, known without a device sync
 
     def to(self, device) -> Batch:
+        """On `device`; from pinned memory the copies run while the device is busy."""
         return Batch(
             *(
                 t.to(device, non_blocking=True)
                 for t in (self.source, self.target_in, self.target_out)
-            )
+            ),
+            self.target_tokens,
         )
 
 
-def collate(source_data, target_data, indices, pad_to: int = 1) -> Batch:
-    """Tensors of one batch from two IndexedDatasets (or lists of id sequences)."""
-    sources = [np.append(source_data[i], EOS_ID) for i in indices]
-    targets = [np.asarray(target_data[i]) for i in indices]
-    source_len = round_up(max(len(s) for s in sources), pad_to)
-    target_len = round_up(max(len(t) for t in targets) + 1, pad_to)
-    source = torch.full((len(indices), source_len), PAD_ID, dtype=torch.long)
-    target_in = torch.full((len(indices), target_len), PAD_ID, dtype=torch.long)
-    target_out = torch.full((len(indices), target_len), PAD_ID, dtype=torch.long)
-    for row, (s, t) in enumerate(zip(sources, targets, strict=True)):
-        source[row, : len(s)] = torch.from_numpy(s.astype(np.int64))
-        t = torch.from_numpy(t.astype(np.int64))
-        target_in[row, 0] = BOS_ID
-        target_in[row, 1 : len(t) + 1] = t
-        target_out[row, : len(t)] = t
-        target_out[row, len(t)] = EOS_ID
-    return Batch(source, target_in, target_out)
+def gather(data, indices) -> tuple[np.ndarray, np.ndarray]:
+    """The sentences at `indices` end to end (int64), and their lengths.
+
+    An IndexedDataset gathers them in one memmap read; lists of id sequences are concatenated.
+    """
+    if hasattr(data, "gather"):
+        return data.gather(indices)
+    pieces = [np.asarray(data[i], dtype=np.int64).reshape(-1) for i in indices]
+    lengths = np.array([len(p) for p in pieces], dtype=np.int64)
+    return (np.concatenate(pieces) if pieces else np.empty(0, np.int64)), lengths
+
+
+def padded(rows: int, width: int, pin_memory: bool) -> tuple[torch.Tensor, np.ndarray]:
+    """A PAD-filled (rows, width) id tensor and a numpy view of it to write into."""
+    tensor = torch.full((rows, width), PAD_ID, dtype=torch.long, pin_memory=pin_memory)
+    return tensor, tensor.numpy()
+
+
+def collate(source_data, target_data, indices, pad_to: int = 1, pin_memory: bool = False) -> Batch:
+    """Tensors of one batch from two IndexedDatasets (or lists of id sequences).
+
+    Vectorised: each token is placed by one numpy scatter, not a Python loop over sentences,
+    so a 25000-token batch costs the host about a millisecond. `pin_memory` collates into
+    page-locked memory, from which Batch.to copies asynchronously.
+    """
+    source_ids, source_lengths = gather(source_data, indices)
+    target_ids, target_lengths = gather(target_data, indices)
+    rows = len(source_lengths)
+    source_width = round_up(int(source_lengths.max()) + 1, pad_to)
+    target_width = round_up(int(target_lengths.max()) + 1, pad_to)
+    every_row = np.arange(rows)
+
+    source, source_np = padded(rows, source_width, pin_memory)
+    row, column = positions(source_lengths)
+    source_np[row, column] = source_ids
+    source_np[every_row, source_lengths] = EOS_ID
+
+    target_in, target_in_np = padded(rows, target_width, pin_memory)
+    target_out, target_out_np = padded(rows, target_width, pin_memory)
+    row, column = positions(target_lengths)
+    target_in_np[:, 0] = BOS_ID
+    target_in_np[row, column + 1] = target_ids
+    target_out_np[row, column] = target_ids
+    target_out_np[every_row, target_lengths] = EOS_ID
+    return Batch(source, target_in, target_out, int(target_lengths.sum()) + rows)
+
+
+def positions(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, column) of every token when sentences of `lengths` are laid out one per row."""
+    return np.repeat(np.arange(len(lengths)), lengths), positions_within(lengths)

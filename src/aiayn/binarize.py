@@ -30,6 +30,13 @@ def dtype_for(vocab_size: int) -> tuple[int, type]:
     return code, DTYPES[code]
 
 
+def positions_within(lengths: np.ndarray) -> np.ndarray:
+    """Each token's position in its sentence, for sentences of `lengths` laid end to end."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    starts = np.cumsum(lengths) - lengths
+    return np.arange(int(lengths.sum())) - np.repeat(starts, lengths)
+
+
 def batched(items: Iterable, size: int) -> Iterator[list]:
     iterator = iter(items)
     while chunk := list(itertools.islice(iterator, size)):
@@ -119,6 +126,16 @@ class IndexedDataset:
             raise IndexError(f"sentence {index} out of range for {len(self)} sentences")
         index %= len(self)
         return self.tokens[self.offsets[index] : self.offsets[index + 1]]
+
+    def gather(self, indices) -> tuple[np.ndarray, np.ndarray]:
+        """The sentences at `indices` end to end (int64) and their lengths, in one memmap read."""
+        indices = np.asarray(indices, dtype=np.int64)
+        if indices.size and (indices.min() < 0 or indices.max() >= len(self)):
+            raise IndexError(f"sentence indices out of range for {len(self)} sentences")
+        starts = np.asarray(self.offsets[indices])
+        lengths = np.asarray(self.offsets[indices + 1]) - starts
+        flat = np.repeat(starts, lengths) + positions_within(lengths)
+        return self.tokens[flat].astype(np.int64), lengths
 
     def __iter__(self) -> Iterator[np.ndarray]:
         for index in range(len(self)):
