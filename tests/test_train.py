@@ -16,8 +16,9 @@ import torch
 
 from aiayn.batching import collate, shard, token_batches
 from aiayn.binarize import IndexedDataset, write_indexed
-from aiayn.checkpoint import average_weights, load_weights, save_weights
+from aiayn.checkpoint import average_weights, load_weights, save_weights, tag_of
 from aiayn.errors import InputError
+from aiayn.loader import BatchStream
 from aiayn.model import Transformer, TransformerConfig
 from aiayn.schedule import inverse_sqrt_lr, lr_lambda
 from aiayn.train import label_smoothed_loss, step_plan
@@ -84,6 +85,63 @@ def test_collate_adds_eos_and_bos_and_pads():
     assert batch.target_in.tolist() == [[2, 8, 0, 0], [2, 9, 10, 11]]
     assert batch.target_out.tolist() == [[8, 3, 0, 0], [9, 10, 11, 3]]
     assert batch.target_tokens == 6
+
+
+def reference_rows(sentences, pad_to):
+    """One row per sentence, written out the obvious way, padded to a multiple of pad_to."""
+    width = -(-max(len(s) for s in sentences) // pad_to) * pad_to
+    return [list(s) + [0] * (width - len(s)) for s in sentences]
+
+
+def test_vectorised_collate_matches_sentence_by_sentence(tmp_path):
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(0, 40, 300)  # empty sentences included
+    source = [rng.integers(4, 60000, n).tolist() for n in lengths]
+    target = [rng.integers(4, 60000, n).tolist() for n in rng.permutation(lengths)]
+    write_indexed(tmp_path / "s", source, 60000)
+    write_indexed(tmp_path / "t", target, 60000)
+    indices = rng.choice(300, 64, replace=False)
+    for data in (
+        (IndexedDataset(tmp_path / "s"), IndexedDataset(tmp_path / "t")),
+        (source, target),
+    ):
+        batch = collate(*data, indices, pad_to=8)
+        picked_s, picked_t = [source[i] for i in indices], [target[i] for i in indices]
+        assert batch.source.tolist() == reference_rows([s + [3] for s in picked_s], 8)
+        assert batch.target_in.tolist() == reference_rows([[2] + t for t in picked_t], 8)
+        assert batch.target_out.tolist() == reference_rows([t + [3] for t in picked_t], 8)
+        assert batch.target_tokens == sum(len(t) + 1 for t in picked_t)
+        assert batch.source.dtype == torch.long and batch.source.shape[1] % 8 == 0
+    with pytest.raises(IndexError, match="out of range"):
+        IndexedDataset(tmp_path / "s").gather([0, 300])
+
+
+def test_batch_stream_counts_taken_batches_and_resumes_exactly():
+    """Batches prepared ahead are not part of the checkpointed position: a stream restarted
+    from any position gives the same batches as one that went on."""
+    sentences = [[4 + i] * (1 + i % 5) for i in range(23)]
+
+    def plan(epoch):
+        return token_batches([len(s) + 1 for s in sentences], [2] * 23, 12, 7, epoch)[0]
+
+    stream = BatchStream(sentences, sentences, plan, 1, torch.device("cpu"))
+    per_epoch = len(plan(0))
+    taken, positions = [], []
+    for _ in range(2 * per_epoch + 3):  # across two epoch boundaries
+        taken += stream.take(1)
+        positions.append(stream.position)
+        stream.prepare(2)  # what the trainer does while the device works
+        assert len(stream.ready) == 2 and stream.ahead != stream.position
+    assert positions[per_epoch - 1] == (0, per_epoch) and positions[per_epoch] == (1, 1)
+    expected = [b for e in range(3) for b in plan(e)][: len(taken)]
+    for batch, indices in zip(taken, expected, strict=True):
+        assert torch.equal(batch.source, collate(sentences, sentences, indices).source)
+    for cut in (0, per_epoch - 1, per_epoch + 2):
+        stream.seek(positions[cut])
+        again = stream.take(len(taken) - cut - 1)
+        assert all(
+            torch.equal(a.source, b.source) for a, b in zip(again, taken[cut + 1 :], strict=True)
+        )
 
 
 def test_averaging_known_tensors(tmp_path):
@@ -162,6 +220,12 @@ def experiment(path: Path, data, **train) -> Path:
 
 
 def train(spec: Path, processes: int = 1) -> dict:
+    result = run_training(spec, processes)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads((spec.parent / spec.stem / "train.json").read_text())
+
+
+def run_training(spec: Path, processes: int = 1) -> subprocess.CompletedProcess:
     if processes == 1:
         command = [sys.executable, "-m", "aiayn.train", str(spec)]
     else:
@@ -180,11 +244,9 @@ def train(spec: Path, processes: int = 1) -> dict:
         for k, v in os.environ.items()
         if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")
     }
-    result = subprocess.run(
+    return subprocess.run(
         command, capture_output=True, text=True, cwd=PROJECT, env=env, timeout=600
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return json.loads((spec.parent / spec.stem / "train.json").read_text())
 
 
 def weights(summary: dict) -> dict:
@@ -248,6 +310,48 @@ def test_a_time_budget_ends_training_with_a_checkpoint_and_a_rerun_adds_no_step(
 
 
 @pytest.mark.workflow
+def test_a_diverging_run_stops_with_advice_and_keeps_its_last_good_checkpoint(tmp_path, copy_data):
+    spec = experiment(tmp_path / "diverge.json", copy_data, lr_scale=1e30, checkpoint_every_steps=1)
+    result = run_training(spec)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "training diverged: the loss of step" in result.stderr
+    assert "lower train.lr_scale" in result.stderr
+    run_dir = tmp_path / "diverge"
+    failed = int(result.stderr.split("the loss of step ")[1].split()[0])
+    saved = sorted(p.name for p in (run_dir / "checkpoints").glob("step*"))
+    assert saved and saved[-1] == tag_of(failed - 1)  # every step before was saved, not this one
+    for weights in (run_dir / "weights").glob("step*.pt"):
+        assert all(t.isfinite().all() for t in load_weights(weights)["state_dict"].values())
+    assert not (run_dir / "train.json").exists()
+
+
+def test_a_compiled_model_trains_like_the_eager_one(tmp_path, copy_data):
+    """train.compile runs the model through torch.compile (inductor) inside DeepSpeed. Without
+    dropout, whose random numbers inductor draws differently, it computes what eager does."""
+    logs = {}
+    for compiled in (False, True):
+        spec = experiment(tmp_path / f"compiled_{compiled}.json", copy_data, compile=compiled)
+        resolved = json.loads(spec.read_text())
+        resolved["model"]["dropout"] = 0.0
+        spec.write_text(json.dumps(resolved))
+        summary = train(spec)
+        jsonl = (spec.parent / spec.stem / "train.jsonl").read_text().splitlines()
+        logs[compiled] = [json.loads(line) for line in jsonl]
+        assert summary["steps"] == 12
+        assert (
+            (summary["compiled_graphs"] or 0) > 0
+            if compiled
+            else summary["compiled_graphs"] is None
+        )
+    for eager, compiled in zip(logs[False], logs[True], strict=True):
+        assert eager.keys() == compiled.keys() and eager["step"] == compiled["step"]
+        for key in ("loss", "dev_loss"):
+            if key in eager:
+                assert compiled[key] == pytest.approx(eager[key], rel=1e-4), (key, eager["step"])
+    first, last = logs[True][0]["loss"], logs[True][-2]["loss"]
+    assert last < first  # and it learns
+
+
 def test_bf16_training_steps_through_deepspeed_and_saves_fp32_weights(tmp_path, copy_data):
     """The GPU default (bf16, ZeRO 1) on a CPU: DeepSpeed casts parameters, not buffers, which
     once crashed the first layer on every GPU."""

@@ -35,6 +35,7 @@ from aiayn.batching import collate, shard, token_batches
 from aiayn.binarize import IndexedDataset
 from aiayn.errors import InputError
 from aiayn.flops import device_name, sustained_tflops, training_flops
+from aiayn.loader import BatchStream
 from aiayn.logs import progress, setup_logging
 from aiayn.model import Transformer, TransformerConfig
 from aiayn.schedule import lr_lambda
@@ -62,6 +63,7 @@ class TrainSettings:
     seed: int = 1
     precision: str = "auto"  # auto (bf16 where the device has it), bf16 or fp32
     zero_stage: int = 1
+    compile: bool = False  # torch.compile the model for training (not the trajectory: same maths)
     checkpoint_every_steps: int | None = None
     checkpoint_every_minutes: float | None = 10.0  # the paper: every 10 minutes
     keep_states: int = 1  # full training states kept for resuming
@@ -217,6 +219,14 @@ def deepspeed_engine(
     return engine
 
 
+def compiled_graphs() -> int:
+    """Graphs torch.compile built in this process: one per training/evaluation mode and shape
+    family; a number that grows with the steps means shapes keep recompiling."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
 def use_bf16(precision: str, device: torch.device) -> bool:
     if precision == "auto":
         return device.type == "cuda" and torch.cuda.is_bf16_supported()
@@ -234,6 +244,10 @@ class Stopped(Exception):
     def __init__(self, step: int, signum: int):
         super().__init__(step, signum)
         self.step, self.signum = step, signum
+
+
+class Diverged(Exception):
+    """The loss is no longer a finite number; the step's weights were not saved."""
 
 
 class Trainer:
@@ -264,7 +278,13 @@ class Trainer:
             "world_size": self.world,
         }
         self.engine = self.build_engine()
-        self.epoch_batches = None
+        self.data = BatchStream(
+            self.train_source,
+            self.train_target,
+            self.batches_of_epoch,
+            self.settings.pad_to_multiple,
+            self.device,
+        )
         self.stop_signal: int | None = None
         for signum in STOP_SIGNALS:
             signal.signal(signum, self.request_stop)
@@ -278,9 +298,10 @@ class Trainer:
 
     def build_engine(self):
         torch.manual_seed(self.settings.seed)  # the same initial weights on every rank
-        engine = deepspeed_engine(
-            Transformer(self.exp.model), self.settings, self.accumulation, self.bf16, self.device
-        )
+        model = Transformer(self.exp.model)
+        if self.settings.compile:
+            model.compile()  # in place: parameter names, hence checkpoints, stay as they are
+        engine = deepspeed_engine(model, self.settings, self.accumulation, self.bf16, self.device)
         torch.manual_seed(self.settings.seed * 1000 + self.rank)  # dropout differs between ranks
         return engine
 
@@ -305,20 +326,12 @@ class Trainer:
             )
         return mine
 
-    def next_batch(self):
-        if self.epoch_batches is None or self.state["batch"] >= len(self.epoch_batches):
-            if self.epoch_batches is not None:
-                self.state["epoch"] += 1
-                self.state["batch"] = 0
-            self.epoch_batches = self.batches_of_epoch(self.state["epoch"])
-        indices = self.epoch_batches[self.state["batch"]]
-        self.state["batch"] += 1
-        return collate(self.train_source, self.train_target, indices, self.settings.pad_to_multiple)
-
     def all_reduce(self, values: list[float]) -> list[float]:
+        """Sums over all processes; a lone process skips the round trip through the device."""
+        if self.world == 1:
+            return [float(value) for value in values]
         tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
-        if self.world > 1:
-            torch.distributed.all_reduce(tensor)
+        torch.distributed.all_reduce(tensor)
         return tensor.tolist()
 
     # Training ---------------------------------------------------------------------------------
@@ -328,7 +341,8 @@ class Trainer:
         """One optimizer step. Also agrees over all ranks whether to save now (a rank's timer
         ran out), whether this is the last step (rank 0's time budget is spent) and whether to
         stop (a rank was signalled): every rank must take part."""
-        batches = [self.next_batch() for _ in range(self.accumulation)]
+        batches = self.data.take(self.accumulation)
+        self.state["epoch"], self.state["batch"] = self.data.position
         local_tokens = sum(b.target_tokens for b in batches)
         local_flops = sum(
             training_flops(self.exp.model, *b.source.shape, b.target_in.size(1)) for b in batches
@@ -351,21 +365,36 @@ class Trainer:
             self.engine.backward(loss * (self.world / total_tokens), scale_wrt_gas=False)
             self.engine.step()
             sums.append(torch.stack([loss.detach(), nll.detach()]).double())
-        # One read-back per step: reading each batch's loss would make the CPU wait for the GPU
-        # before it may queue the next batch's kernels.
+        # The step's kernels are queued: prepare the next step's batches while they run, then
+        # read the losses back once (reading each batch's would stall the queue).
+        self.data.prepare(self.accumulation)
         loss_total, nll_total = torch.stack(sums).sum(0).tolist()
+        if not math.isfinite(loss_total + nll_total):
+            self.diverged(loss_total + nll_total)
         self.state["step"] += 1
         self.state["target_tokens"] += int(total_tokens)
         self.state["train_flops"] += int(total_flops)  # all processes, padded shapes (flops.py)
         voted = {name: vote > 0 for name, vote in zip(("save", "last", "stop"), votes, strict=True)}
         return loss_total, nll_total, local_tokens, voted
 
+    def diverged(self, loss: float) -> None:
+        """Stop before a checkpoint could keep the broken weights, saying what to change."""
+        kept = ckpt.complete_tags(self.checkpoint_dir)
+        raise Diverged(
+            f"training diverged: the loss of step {self.state['step'] + 1} is {loss} "
+            f"(rank {self.rank}). Nothing of it was saved; the newest checkpoint "
+            f"({self.checkpoint_dir / kept[-1] if kept else 'none yet'}) is kept. The same "
+            "settings diverge again: lower train.lr_scale or raise train.warmup_steps "
+            "(either starts the run afresh and moves its checkpoints to superseded/), or train "
+            "with train.precision: fp32."
+        )
+
     @torch.no_grad()
     def evaluate(self) -> dict:
         self.engine.eval()
         lengths = (self.dev_source.lengths + 1, self.dev_target.lengths + 1)
         batches, _ = token_batches(*lengths, self.batch_tokens, 0, 0, self.settings.pad_to_multiple)
-        loss_sum = nll_sum = tokens = 0.0
+        sums, tokens = torch.zeros(2, dtype=torch.float64, device=self.device), 0
         for indices in batches[self.rank :: self.world]:
             batch = collate(
                 self.dev_source, self.dev_target, indices, self.settings.pad_to_multiple
@@ -375,12 +404,10 @@ class Trainer:
                 batch.target_out,
                 self.settings.label_smoothing,
             )
-            loss_sum, nll_sum, tokens = (
-                loss_sum + loss.item(),
-                nll_sum + nll.item(),
-                tokens + batch.target_tokens,
-            )
+            sums += torch.stack([loss, nll]).double()  # read back once, after the last batch
+            tokens += batch.target_tokens
         self.engine.train()
+        loss_sum, nll_sum = sums.tolist()
         loss_sum, nll_sum, tokens = self.all_reduce([loss_sum, nll_sum, tokens])
         return {
             "dev_loss": loss_sum / tokens,
@@ -524,6 +551,7 @@ class Trainer:
                 "with the same number of processes."
             )
         self.state = {**self.state, **saved, "world_size": self.world}
+        self.data.seek((self.state["epoch"], self.state["batch"]))
         ckpt.set_rng_state(
             torch.load(self.checkpoint_dir / tag / f"rng_rank{self.rank}.pt", weights_only=False)
         )
@@ -605,6 +633,7 @@ class Trainer:
             "accumulation": self.accumulation,
             "tokens_per_batch": self.batch_tokens,
             "precision": "bf16" if self.bf16 else "fp32",
+            "compiled_graphs": compiled_graphs() if self.settings.compile else None,
             "device": str(self.device),
             "device_name": device_name(self.device),
             "device_tflops": sustained_tflops(
@@ -632,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log if int(os.environ.get("RANK", "0")) == 0 else None)
     try:
         Trainer(Experiment.from_json(args.experiment)).run()
-    except InputError as err:
+    except (InputError, Diverged) as err:
         log.error("%s", err)
         return 1
     except Stopped as stop:
