@@ -1,27 +1,31 @@
 """Benchmark: training throughput of our trainer beside a naive and a peer baseline, in one run.
 
-Ours: the paper's model (src/aiayn/model.py) in the DeepSpeed engine, length-bucketed token
-batches padded to multiples of 8, bf16 where the device has it. Naive: the same dimensions built
-from torch.nn.Transformer, fp32, batches of a fixed number of sentences in random order (no
-bucketing), plain Adam. Peer: Hugging Face MarianMTModel with the same dimensions and initial
-weights on our batches with our loss, bf16 autocast where available, torch's (fused) Adam
-(bench/marian.py; where transformers is installed). All train on the same synthetic corpus,
-whose sentence lengths follow a WMT-like distribution. Reported: real (non-pad) target tokens
+Ours: the trainer itself (aiayn.train.Trainer.train_step, what `python -m aiayn.train` runs) on
+the corpus binarized to a temporary folder: the paper's model in the DeepSpeed engine,
+length-bucketed token batches padded to multiples of 8 and prepared while the device computes,
+bf16 where the device has it. Naive: the same dimensions built from torch.nn.Transformer, fp32,
+batches of a fixed number of sentences in random order (no bucketing), plain Adam. Peer: Hugging
+Face MarianMTModel with the same dimensions and initial weights on our batches (prepared ahead as
+ours are) with our loss, bf16 autocast where available, torch's (fused) Adam (bench/marian.py;
+where transformers is installed). All train on the same synthetic corpus, whose sentence lengths
+follow a WMT-like distribution. Reported: real (non-pad) target tokens
 per second and, on a GPU, model-FLOPs utilisation against the device's peak. Each trainer runs
 twice, in opposite orders, and keeps its faster run. Prints one JSON line; --save writes it
 under bench/results/.
 
     python bench/train_throughput.py                         # base and big at the paper's batch
     python bench/train_throughput.py --presets tiny --tokens 2000 --steps 3   # CPU-sized
+    python bench/train_throughput.py --compile   # also ours with train.compile (torch.compile)
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import functools
 import json
 import math
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,15 +37,17 @@ PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT / "src"))
 
 from aiayn.batching import collate, token_batches  # noqa: E402
+from aiayn.binarize import write_indexed  # noqa: E402
 from aiayn.flops import device_name, training_flops  # noqa: E402
+from aiayn.loader import BatchStream  # noqa: E402
 from aiayn.model import Transformer, build_config, sinusoidal_positions  # noqa: E402
 from aiayn.subword import PAD_ID  # noqa: E402
 from aiayn.train import (  # noqa: E402
+    Experiment,
+    Trainer,
     TrainSettings,
-    deepspeed_engine,
     label_smoothed_loss,
     step_plan,
-    use_bf16,
 )
 from aiayn.translate import autocast  # noqa: E402
 
@@ -86,42 +92,54 @@ def measure(step_fn, steps: int, warmup: int, device) -> float:
     return tokens / (time.perf_counter() - start)
 
 
-def bucketed_groups(corpus, args, device):
-    """Our length-bucketed batches padded to multiples of 8, one list per optimizer step (as
-    many as gradient accumulation needs), cycling through the corpus for ever."""
+def batch_plan(corpus, args):
+    """Our length-bucketed batches padded to multiples of 8, by epoch, as the trainer plans them
+    (its seed is 1), and how many make one optimizer step."""
     accumulation, batch_tokens = step_plan(args.tokens, args.batch_tokens, 1)
     sources, targets = corpus
     lengths = [len(s) + 1 for s in sources], [len(t) + 1 for t in targets]
-    batches, _ = token_batches(*lengths, batch_tokens, seed=1, epoch=0, pad_to=8)
-    for position in itertools.count(0, accumulation):
-        yield [
-            collate(sources, targets, batches[(position + i) % len(batches)], pad_to=8).to(device)
-            for i in range(accumulation)
-        ]
+
+    def plan(epoch):
+        return token_batches(*lengths, batch_tokens, seed=1, epoch=epoch, pad_to=8)[0]
+
+    return plan, accumulation
 
 
-def ours(config, corpus, args, device):
-    bf16 = use_bf16("auto", device)
-    accumulation, _ = step_plan(args.tokens, args.batch_tokens, 1)
-    engine = deepspeed_engine(Transformer(config), TrainSettings(), accumulation, bf16, device)
-    groups = bucketed_groups(corpus, args, device)
-    flops, tokens = [], []
+def real_flops_per_token(config, corpus, args) -> float:
+    """Model FLOPs per real target token over exactly the batches the timed steps take."""
+    plan, accumulation = batch_plan(corpus, args)
+    stream = BatchStream(*corpus, plan, 8, torch.device("cpu"))
+    stream.take(args.warmup * accumulation)
+    timed = stream.take(args.steps * accumulation)
+    return flops_per_step(config, timed) / sum(b.target_tokens for b in timed)
 
-    def step():
-        group = next(groups)
-        total = sum(b.target_tokens for b in group)
-        for batch in group:
-            loss, _ = label_smoothed_loss(
-                engine(batch.source, batch.target_in), batch.target_out, 0.1
-            )
-            engine.backward(loss / total, scale_wrt_gas=False)
-            engine.step()
-        flops.append(flops_per_step(config, group))
-        tokens.append(total)
-        return total
 
-    tokens_per_s = measure(step, args.steps, args.warmup, device)
-    return tokens_per_s, sum(flops) / sum(tokens), bf16
+def binarized(corpus, vocab: int, folder: Path) -> tuple[str, str]:
+    prefixes = str(folder / "train.src"), str(folder / "train.tgt")
+    for prefix, sentences in zip(prefixes, corpus, strict=True):
+        write_indexed(prefix, (s.tolist() for s in sentences), vocab)
+    return prefixes
+
+
+def ours(config, corpus, args, device, compile=False):
+    """The trainer's own step (no checkpoints, no evaluation) on the corpus; with `compile`,
+    as `train.compile: true` runs it (the warm-up steps pay for compiling)."""
+    with tempfile.TemporaryDirectory() as folder:
+        data = binarized(corpus, config.vocab_size, Path(folder))
+        settings = TrainSettings(
+            tokens_per_step=args.tokens,
+            tokens_per_batch=args.batch_tokens,
+            checkpoint_every_minutes=None,
+            compile=compile,
+        )
+        experiment = Experiment("bench", Path(folder) / "run", data, data, config, settings)
+        trainer = Trainer(experiment)
+
+        def step():
+            *_, tokens, _ = trainer.train_step(save_requested=False, budget_spent=False)
+            return tokens
+
+        return measure(step, args.steps, args.warmup, device), trainer.bf16
 
 
 class NaiveTransformer(torch.nn.Module):
@@ -171,10 +189,11 @@ def hugging_face(config, corpus, args, device):
     model = marian.marian_from_ours(Transformer(config).to(device)).train()
     fused = {"fused": True} if device.type == "cuda" else {}
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, **fused)
-    groups = bucketed_groups(corpus, args, device)
+    plan, accumulation = batch_plan(corpus, args)
+    stream = BatchStream(*corpus, plan, 8, device)
 
     def step():
-        group = next(groups)
+        group = stream.take(accumulation)
         total = sum(b.target_tokens for b in group)
         optimizer.zero_grad(set_to_none=True)
         for batch in group:
@@ -183,6 +202,7 @@ def hugging_face(config, corpus, args, device):
             loss, _ = label_smoothed_loss(logits.float(), batch.target_out, 0.1)
             (loss / total).backward()
         optimizer.step()
+        stream.prepare(accumulation)
         return total
 
     return measure(step, args.steps, args.warmup, device)
@@ -222,15 +242,22 @@ def naive(config, corpus, args, device):
 def best_of_two_rounds(config, corpus, args, device):
     """Each trainer twice, the second round in reverse order, keeping its faster run: on a
     shared CPU the position in the sequence alone moved a figure by up to 25%."""
-    runs = {"ours": [], "naive": [], "hf": []}
     trainers = {"ours": ours, "naive": naive, "hf": hugging_face}
-    for order in (["ours", "naive", "hf"], ["hf", "naive", "ours"]):
+    if args.compile:
+        trainers["ours_compiled"] = functools.partial(ours, compile=True)
+    runs = {name: [] for name in trainers}
+    for order in (list(trainers), list(reversed(trainers))):
         for name in order:
             torch.manual_seed(0)
             runs[name].append(trainers[name](config, corpus, args, device))
-    best_ours = max(runs["ours"], key=lambda result: result[0])
-    best_hf = None if runs["hf"][0] is None else max(runs["hf"])
-    return best_ours, max(runs["naive"]), best_hf
+    best = {
+        name: max(runs[name], key=lambda r: r[0])
+        for name in ("ours", "ours_compiled")
+        if name in runs
+    }
+    best["naive"] = max(runs["naive"])
+    best["hf"] = None if runs["hf"][0] is None else max(runs["hf"])
+    return best
 
 
 def peer_figures(marian_tps, ours_tps, mfu) -> dict:
@@ -239,6 +266,16 @@ def peer_figures(marian_tps, ours_tps, mfu) -> dict:
     return {
         "hf_marian": {"target_tokens_per_s": round(marian_tps), "mfu": mfu(marian_tps)},
         "speedup_vs_hf": round(ours_tps / marian_tps, 2),
+    }
+
+
+def compiled_figures(compiled, ours_tps, mfu) -> dict:
+    if compiled is None:
+        return {}
+    tokens_per_s = compiled[0]
+    return {
+        "ours_compiled": {"target_tokens_per_s": round(tokens_per_s), "mfu": mfu(tokens_per_s)},
+        "compile_speedup": round(tokens_per_s / ours_tps, 2),
     }
 
 
@@ -255,6 +292,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--pairs", type=int, default=20000)
+    parser.add_argument(
+        "--compile", action="store_true", help="also run ours with train.compile (torch.compile)"
+    )
     parser.add_argument("--save", action="store_true")
     args = parser.parse_args()
 
@@ -267,9 +307,9 @@ def main() -> None:
     results = []
     for preset in args.presets:
         config = build_config(args.vocab, preset)
-        (ours_tps, flops_per_token, bf16), naive_tps, marian_tps = best_of_two_rounds(
-            config, corpus, args, device
-        )
+        best = best_of_two_rounds(config, corpus, args, device)
+        (ours_tps, bf16), naive_tps, marian_tps = best["ours"], best["naive"], best["hf"]
+        flops_per_token = real_flops_per_token(config, corpus, args)
 
         def mfu(tokens_per_s, flops_per_token=flops_per_token):
             return round(tokens_per_s * flops_per_token / (peak * 1e12), 4) if peak else None
@@ -287,6 +327,7 @@ def main() -> None:
                 },
                 "speedup": round(ours_tps / naive_tps, 2),
                 **peer_figures(marian_tps, ours_tps, mfu),
+                **compiled_figures(best.get("ours_compiled"), ours_tps, mfu),
             }
         )
     record = {

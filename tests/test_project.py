@@ -53,7 +53,7 @@ def test_data_stages_benchmark_prints_bpe_and_binarization_figures():
     assert set(record["rss_growth"]) == {"bpe_sampled", "bpe_all_lines", "streaming", "naive"}
 
 
-def test_train_throughput_benchmark_compares_ours_with_the_naive_and_hf_baselines():
+def test_train_throughput_benchmark_compares_ours_eager_and_compiled_with_the_baselines():
     result = run(
         sys.executable,
         "bench/train_throughput.py",
@@ -71,10 +71,15 @@ def test_train_throughput_benchmark_compares_ours_with_the_naive_and_hf_baseline
         "1",
         "--pairs",
         "500",
+        "--compile",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads(result.stdout.strip().splitlines()[-1])
     row = record["results"][0]
+    compiled = row["ours_compiled"]["target_tokens_per_s"]
+    assert compiled > 0 and row["compile_speedup"] == pytest.approx(
+        compiled / row["ours"]["target_tokens_per_s"], abs=0.01
+    )
     assert row["preset"] == "tiny" and row["model_flops_per_target_token"] > 0
     assert (
         row["ours"]["target_tokens_per_s"] > 0
@@ -88,6 +93,16 @@ def test_train_throughput_benchmark_compares_ours_with_the_naive_and_hf_baseline
     assert peer > 0 and row["speedup_vs_hf"] == pytest.approx(
         row["ours"]["target_tokens_per_s"] / peer, abs=0.01
     )
+
+
+def test_collate_benchmark_checks_ours_against_the_sentence_by_sentence_baseline():
+    result = run(sys.executable, "bench/collate_speed.py", "--pairs", "3000", "--tokens", "2000")
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    assert record["bench"] == "collate_speed" and record["batches"] > 10
+    assert record["same_tensors"] is True  # every batch of the epoch, tensor for tensor
+    ratio = record["sentence_by_sentence_ms_per_batch"] / record["ours_ms_per_batch"]
+    assert record["speedup"] == pytest.approx(ratio, rel=0.05)
 
 
 def test_decode_speed_benchmark_compares_ours_with_recomputing_and_hf_generate(tmp_path):
