@@ -215,6 +215,10 @@ def test_readme_benchmark_tables_are_the_committed_figures():
         expected = " | ".join(f"{figure:,}" for figure in figures)
         expected += f" | {row['speedup']:.2f} | {row['speedup_vs_hf']:.2f} |"
         assert f"| {row['preset']} | {expected}" in readme
+    collate = json.loads((results / "collate_speed-cpu.json").read_text())
+    assert f"| {collate['ours_ms_per_batch']} |" in readme
+    assert f"| {collate['sentence_by_sentence_ms_per_batch']} |" in readme
+    assert f"Ours is {collate['speedup']}x faster" in readme and collate["same_tensors"]
     stages = json.loads((results / "data_stages-cpu.json").read_text())
     for row in stages["results"]:
         cells = [f"{row['lines']:,}"] + [
