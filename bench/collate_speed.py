@@ -30,7 +30,7 @@ sys.path.insert(0, str(PROJECT / "bench"))
 import provenance  # noqa: E402
 from train_throughput import binarized, synthetic_corpus  # noqa: E402
 
-from aiayn.batching import Batch, collate, token_batches  # noqa: E402
+from aiayn.batching import Batch, collate, round_up, token_batches  # noqa: E402
 from aiayn.binarize import IndexedDataset  # noqa: E402
 from aiayn.flops import device_name  # noqa: E402
 from aiayn.subword import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
@@ -40,8 +40,8 @@ def sentence_by_sentence(source_data, target_data, indices, pad_to: int) -> Batc
     """The baseline: one memmap slice and three row copies per sentence."""
     sources = [np.append(source_data[i], EOS_ID) for i in indices]
     targets = [np.asarray(target_data[i]) for i in indices]
-    source_len = -(-max(len(s) for s in sources) // pad_to) * pad_to
-    target_len = -(-(max(len(t) for t in targets) + 1) // pad_to) * pad_to
+    source_len = round_up(max(len(s) for s in sources), pad_to)
+    target_len = round_up(max(len(t) for t in targets) + 1, pad_to)
     source = torch.full((len(indices), source_len), PAD_ID, dtype=torch.long)
     target_in = torch.full((len(indices), target_len), PAD_ID, dtype=torch.long)
     target_out = torch.full((len(indices), target_len), PAD_ID, dtype=torch.long)

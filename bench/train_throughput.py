@@ -92,15 +92,28 @@ def measure(step_fn, steps: int, warmup: int, device) -> float:
     return tokens / (time.perf_counter() - start)
 
 
+def bench_settings(args, compile: bool = False) -> TrainSettings:
+    """The trainer's settings (seed, padding, ...) at the bench's batch size."""
+    return TrainSettings(
+        tokens_per_step=args.tokens,
+        tokens_per_batch=args.batch_tokens,
+        checkpoint_every_minutes=None,
+        compile=compile,
+    )
+
+
 def batch_plan(corpus, args):
-    """Our length-bucketed batches padded to multiples of 8, by epoch, as the trainer plans them
-    (its seed is 1), and how many make one optimizer step."""
-    accumulation, batch_tokens = step_plan(args.tokens, args.batch_tokens, 1)
+    """Our length-bucketed batches by epoch, as the trainer plans them with bench_settings, and
+    how many make one optimizer step."""
+    settings = bench_settings(args)
+    accumulation, batch_tokens = step_plan(settings.tokens_per_step, settings.tokens_per_batch, 1)
     sources, targets = corpus
     lengths = [len(s) + 1 for s in sources], [len(t) + 1 for t in targets]
 
     def plan(epoch):
-        return token_batches(*lengths, batch_tokens, seed=1, epoch=epoch, pad_to=8)[0]
+        return token_batches(
+            *lengths, batch_tokens, settings.seed, epoch, settings.pad_to_multiple
+        )[0]
 
     return plan, accumulation
 
@@ -108,7 +121,7 @@ def batch_plan(corpus, args):
 def real_flops_per_token(config, corpus, args) -> float:
     """Model FLOPs per real target token over exactly the batches the timed steps take."""
     plan, accumulation = batch_plan(corpus, args)
-    stream = BatchStream(*corpus, plan, 8, torch.device("cpu"))
+    stream = BatchStream(*corpus, plan, TrainSettings.pad_to_multiple, torch.device("cpu"))
     stream.take(args.warmup * accumulation)
     timed = stream.take(args.steps * accumulation)
     return flops_per_step(config, timed) / sum(b.target_tokens for b in timed)
@@ -126,12 +139,7 @@ def ours(config, corpus, args, device, compile=False):
     as `train.compile: true` runs it (the warm-up steps pay for compiling)."""
     with tempfile.TemporaryDirectory() as folder:
         data = binarized(corpus, config.vocab_size, Path(folder))
-        settings = TrainSettings(
-            tokens_per_step=args.tokens,
-            tokens_per_batch=args.batch_tokens,
-            checkpoint_every_minutes=None,
-            compile=compile,
-        )
+        settings = bench_settings(args, compile)
         experiment = Experiment("bench", Path(folder) / "run", data, data, config, settings)
         trainer = Trainer(experiment)
 
@@ -190,7 +198,7 @@ def hugging_face(config, corpus, args, device):
     fused = {"fused": True} if device.type == "cuda" else {}
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, **fused)
     plan, accumulation = batch_plan(corpus, args)
-    stream = BatchStream(*corpus, plan, 8, device)
+    stream = BatchStream(*corpus, plan, TrainSettings.pad_to_multiple, device)
 
     def step():
         group = stream.take(accumulation)
