@@ -23,6 +23,6 @@ rule binarize:
             f"data/{wildcards.dataset}/bin/{wildcards.split}.{wildcards.src}-{wildcards.tgt}.{lang}"
             for lang in (wildcards.src, wildcards.tgt)
         ],
-        code=code_version("binarize.py", "textio.py"),
+        code=code_version("binarize.py"),
     script:
         "../workflow_scripts/binarize.py"

@@ -5,12 +5,13 @@ import sys
 from pathlib import Path
 
 SRC_DIR = Path(workflow.basedir) / "src" / "aiayn"
+SCRIPTS_DIR = Path(workflow.basedir) / "workflow_scripts"
 # The Snakefile itself imports the package from this checkout, installed or not.
 sys.path.insert(0, str(SRC_DIR.parent))
 
 from aiayn.data.sources import is_url, local_files
 from aiayn.experiments import resolve, resolve_evaluation, split_prefixes
-from aiayn.workflow import use_this_checkout
+from aiayn.workflow import package_modules, use_this_checkout
 
 use_this_checkout(SRC_DIR.parent)
 
@@ -25,14 +26,14 @@ wildcard_constraints:
     checkpoint=r"averaged|last",
 
 
-def code_version(*modules):
-    """Hash of the named src/aiayn modules, passed as a param so that editing them reruns the rule.
-
-    Snakemake's code trigger sees only the script file, not what it imports.
+def code_version(script):
+    """Hash of the src/aiayn modules that workflow_scripts/{script} runs, passed as a param so
+    that editing any of them reruns the rule (Snakemake's code trigger sees the script only).
     """
     digest = hashlib.sha256()
-    for module in modules:
-        digest.update((SRC_DIR / module).read_bytes())
+    for path in package_modules(SCRIPTS_DIR / script, SRC_DIR.parent):
+        digest.update(path.relative_to(SRC_DIR).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 

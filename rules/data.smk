@@ -18,7 +18,7 @@ rule download:
     params:
         spec=split_spec,
         root=lambda wildcards: dataset(wildcards.dataset)["root"],
-        code=code_version("data/sources.py", "data/toy.py", "textio.py"),
+        code=code_version("download.py"),
     script:
         "../workflow_scripts/download.py"
 
@@ -40,6 +40,6 @@ rule clean:
     params:
         train=lambda wildcards: wildcards.split == "train",
         settings=clean_settings,
-        code=code_version("data/clean.py", "textio.py"),
+        code=code_version("clean.py"),
     script:
         "../workflow_scripts/clean.py"

@@ -19,7 +19,7 @@ rule decode:
     threads: 1
     params:
         settings=lambda wildcards: evaluation(wildcards.experiment)["decode"],
-        code=code_version("decode.py", "translate.py", "model.py", "checkpoint.py"),
+        code=code_version("decode.py"),
     script:
         "../workflow_scripts/decode.py"
 
@@ -53,8 +53,6 @@ rule attention_maps:
     params:
         sentences=config["report"]["attention_sentences"],
         word=config["report"]["attention_word"],
-        code=code_version(
-            "translate.py", "model.py", "report/figures.py", "report/output.py"
-        ),
+        code=code_version("attention_maps.py"),
     script:
         "../workflow_scripts/attention_maps.py"

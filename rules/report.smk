@@ -13,7 +13,7 @@ rule params_table:
         "envs/aiayn.yaml"
     params:
         vocab_size=37000,
-        code=code_version("model.py", "report/params.py", "report/output.py"),
+        code=code_version("params_table.py"),
     script:
         "../workflow_scripts/params_table.py"
 
@@ -34,7 +34,7 @@ rule table2:
     params:
         table="table2",
         experiments=report_experiments(),
-        code=code_version("report/tables.py", "report/paper.py", "report/output.py"),
+        code=code_version("report_table.py"),
     script:
         "../workflow_scripts/report_table.py"
 
@@ -55,7 +55,7 @@ rule table3:
     params:
         table="table3",
         experiments=report_experiments(),
-        code=code_version("report/tables.py", "report/paper.py", "report/output.py"),
+        code=code_version("report_table.py"),
     script:
         "../workflow_scripts/report_table.py"
 
@@ -75,7 +75,7 @@ rule learning_rate_figure:
     params:
         figure="learning_rate",
         experiments=report_experiments(),
-        code=code_version("report/figures.py", "report/output.py", "schedule.py"),
+        code=code_version("report_figure.py"),
     script:
         "../workflow_scripts/report_figure.py"
 
@@ -97,7 +97,7 @@ rule loss_curves_figure:
     params:
         figure="loss_curves",
         experiments=report_experiments(),
-        code=code_version("report/figures.py", "report/output.py"),
+        code=code_version("report_figure.py"),
     script:
         "../workflow_scripts/report_figure.py"
 
@@ -119,6 +119,6 @@ rule averaging_figure:
     params:
         figure="averaging",
         experiments=report_experiments(),
-        code=code_version("report/figures.py", "report/output.py"),
+        code=code_version("report_figure.py"),
     script:
         "../workflow_scripts/report_figure.py"

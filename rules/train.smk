@@ -24,16 +24,7 @@ rule train:
         spec=lambda wildcards: experiment_spec(wildcards.experiment),
         processes=lambda wildcards: experiment(wildcards.experiment)["processes"],
         nodes=lambda wildcards: experiment(wildcards.experiment)["nodes"],
-        code=code_version(
-            "model.py",
-            "train.py",
-            "batching.py",
-            "schedule.py",
-            "checkpoint.py",
-            "binarize.py",
-            "flops.py",
-            "launch.py",
-        ),
+        code=code_version("train.py"),
     script:
         "../workflow_scripts/train.py"
 
@@ -50,6 +41,6 @@ rule average:
         "envs/aiayn.yaml"
     params:
         last=lambda wildcards: experiment(wildcards.experiment)["train"]["average_last"],
-        code=code_version("checkpoint.py"),
+        code=code_version("average.py"),
     script:
         "../workflow_scripts/average.py"

@@ -1,7 +1,8 @@
-"""Glue that the Snakefile needs before it can import anything else from the package."""
+"""Glue for the Snakefile: which checkout jobs import, and which of its files each rule runs."""
 
 from __future__ import annotations
 
+import ast
 import os
 from pathlib import Path
 
@@ -15,3 +16,56 @@ def use_this_checkout(src_dir: str | os.PathLike) -> None:
     src_dir = str(Path(src_dir).resolve())
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != src_dir]
     os.environ["PYTHONPATH"] = os.pathsep.join([src_dir, *paths])
+
+
+def package_modules(entry: str | os.PathLike, src_dir: str | os.PathLike) -> list[Path]:
+    """The package's source files that `entry` (a workflow script or a module) runs: every
+    `aiayn` module it imports, directly or through each other, imports inside functions
+    included, with the `__init__.py` of each package on the way.
+
+    A rule hashes these for its rerun trigger, so no list of modules can go stale.
+    """
+    src_dir = Path(src_dir).resolve()
+    found: set[Path] = set()
+    pending = [Path(entry).resolve()]
+    while pending:
+        path = pending.pop()
+        for name in imported_names(path, src_dir):
+            for file in files_of(name, src_dir):
+                if file not in found:
+                    found.add(file)
+                    pending.append(file)
+    return sorted(found)
+
+
+def imported_names(path: Path, src_dir: Path) -> set[str]:
+    """Dotted names that the file's import statements may load: `from a.b import c` gives
+    a.b and a.b.c (c may be a module), relative imports resolved against the file's package."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = path.parent.relative_to(src_dir).parts if path.is_relative_to(src_dir) else ()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module.split(".") if node.module else []
+            if node.level:
+                base = [*package[: len(package) - node.level + 1], *base]
+            names.add(".".join(base))
+            names.update(".".join([*base, alias.name]) for alias in node.names)
+    return names
+
+
+def files_of(name: str, src_dir: Path) -> list[Path]:
+    """The source files that importing `name` executes within src_dir (none outside it)."""
+    parts, files = name.split("."), []
+    for depth in range(1, len(parts) + 1):
+        stem = src_dir.joinpath(*parts[:depth])
+        if (stem / "__init__.py").is_file():
+            files.append(stem / "__init__.py")
+        elif stem.with_suffix(".py").is_file():
+            files.append(stem.with_suffix(".py"))
+            break
+        else:
+            break
+    return files

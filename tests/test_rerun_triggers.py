@@ -1,0 +1,82 @@
+"""Which package files each rule hashes for its rerun trigger (aiayn.workflow.package_modules)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from aiayn.workflow import package_modules
+from tests.conftest import PROJECT
+
+SRC = PROJECT / "src"
+PACKAGE = SRC / "aiayn"
+
+
+def names(files: list[Path]) -> set[str]:
+    return {file.relative_to(PACKAGE).as_posix() for file in files}
+
+
+def loaded_on_import(modules: list[str]) -> dict[str, list[str]]:
+    """For each module, the package's files that importing it loads, found by really importing
+    it in a fresh process with every aiayn module dropped from sys.modules before each one."""
+    script = """
+import importlib, json, sys
+loaded = {}
+for name in sys.argv[1:]:
+    for cached in [m for m in sys.modules if m == "aiayn" or m.startswith("aiayn.")]:
+        del sys.modules[cached]
+    importlib.import_module(name)
+    loaded[name] = sorted(m.__file__ for n, m in sys.modules.items()
+                          if (n == "aiayn" or n.startswith("aiayn.")) and m.__file__)
+print(json.dumps(loaded))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script, *modules],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"},
+        cwd=PROJECT,
+    )
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_every_module_the_import_system_loads_is_in_the_hashed_set(tmp_path):
+    modules = [
+        ".".join(("aiayn", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(
+            ".__init__"
+        )
+        for path in sorted(PACKAGE.rglob("*.py"))
+    ]
+    for module, files in loaded_on_import(modules).items():
+        entry = tmp_path / "entry.py"
+        entry.write_text(f"import {module}\n")
+        hashed = names(package_modules(entry, SRC))
+        assert names([Path(file) for file in files]) <= hashed, module
+
+
+def test_imports_inside_functions_relative_imports_and_submodules_count(tmp_path):
+    package = tmp_path / "src" / "aiayn"
+    (package / "sub").mkdir(parents=True)
+    for name in ("__init__.py", "sub/__init__.py", "sub/leaf.py", "lazy.py", "unused.py"):
+        (package / name).write_text("")
+    (package / "sub" / "__init__.py").write_text("from . import leaf\nfrom ..lazy import x\n")
+    (package / "lazy.py").write_text("def f():\n    import aiayn.unused\n")
+    entry = tmp_path / "script.py"
+    entry.write_text("import os\nfrom aiayn import sub\n")
+    hashed = {p.relative_to(package).as_posix() for p in package_modules(entry, tmp_path / "src")}
+    assert hashed == {"__init__.py", "sub/__init__.py", "sub/leaf.py", "lazy.py", "unused.py"}
+
+
+def test_each_rule_hashes_the_modules_its_stage_runs_and_not_other_stages():
+    scripts = PROJECT / "workflow_scripts"
+    train = names(package_modules(scripts / "train.py", SRC))
+    assert {"train.py", "loader.py", "batching.py", "model.py", "checkpoint.py"} <= train
+    assert not {"decode.py", "score.py", "report/tables.py", "data/clean.py"} & train
+    decode = names(package_modules(scripts / "decode.py", SRC))
+    assert {"decode.py", "translate.py", "batching.py", "model.py", "subword.py"} <= decode
+    assert "train.py" not in decode
+    assert "data/clean.py" in names(package_modules(scripts / "clean.py", SRC))
+    assert "data/clean.py" not in names(package_modules(scripts / "download.py", SRC))
