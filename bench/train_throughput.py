@@ -36,19 +36,15 @@ import torch.nn.functional as F
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT / "src"))
 
-from aiayn.batching import collate, token_batches  # noqa: E402
+from aiayn.batching import collate, step_plan, token_batches  # noqa: E402
 from aiayn.binarize import write_indexed  # noqa: E402
 from aiayn.flops import device_name, training_flops  # noqa: E402
 from aiayn.loader import BatchStream  # noqa: E402
+from aiayn.loss import label_smoothed_loss  # noqa: E402
 from aiayn.model import Transformer, build_config, sinusoidal_positions  # noqa: E402
 from aiayn.subword import PAD_ID  # noqa: E402
-from aiayn.train import (  # noqa: E402
-    Experiment,
-    Trainer,
-    TrainSettings,
-    label_smoothed_loss,
-    step_plan,
-)
+from aiayn.train import Trainer  # noqa: E402
+from aiayn.train_settings import Experiment, TrainSettings  # noqa: E402
 from aiayn.translate import autocast  # noqa: E402
 
 sys.path.insert(0, str(PROJECT / "bench"))
@@ -306,7 +302,7 @@ def main() -> None:
     parser.add_argument("--save", action="store_true")
     args = parser.parse_args()
 
-    from aiayn.train import init_process
+    from aiayn.engine import init_process
 
     _, _, device = init_process()
     name = device_name(device)

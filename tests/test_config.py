@@ -17,7 +17,7 @@ from aiayn.errors import InputError
 from aiayn.experiments import resolve, resolve_evaluation
 from aiayn.model import TABLE3_ROWS
 from aiayn.subword import SubwordSettings
-from aiayn.train import TrainSettings
+from aiayn.train_settings import TrainSettings
 from tests.conftest import PROJECT, run_snakemake
 
 SCHEMA = str(PROJECT / "schemas" / "config.schema.yaml")

@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 import torch
 
-from aiayn.batching import collate, shard, token_batches
+from aiayn.batching import collate, shard, step_plan, token_batches
 from aiayn.binarize import IndexedDataset, write_indexed
 from aiayn.checkpoint import average_weights, load_weights, save_weights, tag_of
 from aiayn.errors import InputError
 from aiayn.loader import BatchStream
+from aiayn.loss import label_smoothed_loss
 from aiayn.model import Transformer, TransformerConfig
 from aiayn.schedule import inverse_sqrt_lr, lr_lambda
-from aiayn.train import label_smoothed_loss, step_plan
 from tests.conftest import PROJECT
 
 

@@ -63,6 +63,18 @@ def shard(batches: list, rank: int, world_size: int) -> list:
     return batches[rank:usable:world_size]
 
 
+def step_plan(tokens_per_step: int, tokens_per_batch: int, world_size: int) -> tuple[int, int]:
+    """(accumulation, tokens per batch) so that one step holds `tokens_per_step` over all processes.
+
+    Each process's share is split into the fewest batches of at most `tokens_per_batch` tokens,
+    all of one size: 25000 tokens on 8 GPUs are one batch of 3125 each; on one GPU with a
+    4096-token memory limit, 7 accumulated batches of 3572.
+    """
+    share = math.ceil(tokens_per_step / world_size)
+    accumulation = math.ceil(share / tokens_per_batch)
+    return accumulation, math.ceil(share / accumulation)
+
+
 @dataclass
 class Batch:
     source: torch.Tensor  # (B, S): sentence + EOS, padded

@@ -12,7 +12,7 @@ from aiayn.decode import DecodeSettings
 from aiayn.errors import InputError
 from aiayn.model import build_config
 from aiayn.report.paper import TABLE3
-from aiayn.train import TrainSettings
+from aiayn.train_settings import TrainSettings
 
 
 def split_prefixes(

@@ -9,231 +9,45 @@ accumulates `accumulation` of them. The loss is the label-smoothed cross-entropy
 step's target tokens on all processes and divided by their number, so the gradient does not
 depend on how the tokens were split. A checkpoint holds everything needed to continue exactly
 (weights, Adam state, schedule, data position, RNG states); a run resumes from the newest one.
+
+Its parts: engine.py (processes, DeepSpeed), loader.py (batches), loss.py (the objective),
+run_folder.py (checkpoints and resuming), train_settings.py (the settings).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import math
 import os
-import shutil
 import signal
-import socket
 import sys
 import time
-from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
-from aiayn import checkpoint as ckpt
-from aiayn.batching import collate, shard, token_batches
+from aiayn.batching import collate, shard, step_plan, token_batches
 from aiayn.binarize import IndexedDataset
+from aiayn.engine import (
+    compiled_graphs,
+    deepspeed_engine,
+    init_process,
+    ranks_agree,
+    sum_over_processes,
+    use_bf16,
+)
 from aiayn.errors import InputError
 from aiayn.flops import device_name, sustained_tflops, training_flops
 from aiayn.loader import BatchStream
 from aiayn.logs import progress, setup_logging
-from aiayn.model import Transformer, TransformerConfig
-from aiayn.schedule import lr_lambda
-from aiayn.subword import PAD_ID
+from aiayn.loss import label_smoothed_loss
+from aiayn.model import Transformer
+from aiayn.run_folder import RunFolder
 from aiayn.textio import atomic_output
+from aiayn.train_settings import Experiment
 
 log = logging.getLogger("aiayn.train")
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    max_steps: int = 100_000
-    max_minutes: float | None = None  # training time budget over all sessions (fairseq's stop-time)
-    warmup_steps: int = 4000
-    lr_scale: float = 1.0  # multiplies the paper's schedule
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.98
-    adam_eps: float = 1e-9
-    label_smoothing: float = 0.1
-    tokens_per_step: int = (
-        25000  # source and target tokens (padded) per optimizer step, all processes
-    )
-    tokens_per_batch: int = 25000  # per process per forward pass: the memory limit
-    pad_to_multiple: int = 8
-    seed: int = 1
-    precision: str = "auto"  # auto (bf16 where the device has it), bf16 or fp32
-    zero_stage: int = 1
-    compile: bool = False  # torch.compile the model for training (not the trajectory: same maths)
-    checkpoint_every_steps: int | None = None
-    checkpoint_every_minutes: float | None = 10.0  # the paper: every 10 minutes
-    keep_states: int = 1  # full training states kept for resuming
-    average_last: int = 5  # consolidated weights kept, and averaged by the average stage
-    log_every_steps: int = 100
-    dev_every_steps: int = 1000
-
-    # Settings that change the trajectory; the rest (budget, intervals) may change on resume.
-    TRAJECTORY = (
-        "warmup_steps",
-        "lr_scale",
-        "adam_beta1",
-        "adam_beta2",
-        "adam_eps",
-        "label_smoothing",
-        "tokens_per_step",
-        "tokens_per_batch",
-        "pad_to_multiple",
-        "seed",
-        "precision",
-        "zero_stage",
-    )
-
-
-@dataclass(frozen=True)
-class Experiment:
-    name: str
-    run_dir: Path
-    train_data: tuple[str, str]  # prefixes of the binarized source and target sides
-    dev_data: tuple[str, str]
-    model: TransformerConfig
-    train: TrainSettings
-
-    @classmethod
-    def from_json(cls, path: str | Path) -> Experiment:
-        spec = json.loads(Path(path).read_text())
-        return cls(
-            name=spec["name"],
-            run_dir=Path(spec["run_dir"]),
-            train_data=tuple(spec["data"]["train"]),
-            dev_data=tuple(spec["data"]["dev"]),
-            model=TransformerConfig(**spec["model"]),
-            train=TrainSettings(**spec["train"]),
-        )
-
-    def as_dict(self) -> dict:
-        """The resolved experiment, as experiment.json holds it."""
-        return {
-            "name": self.name,
-            "run_dir": str(self.run_dir),
-            "data": {"train": list(self.train_data), "dev": list(self.dev_data)},
-            "model": asdict(self.model),
-            "train": asdict(self.train),
-        }
-
-    def identity(self) -> str:
-        """Hash of what decides the trained weights; checkpoints of another are not resumed."""
-        trajectory = {k: getattr(self.train, k) for k in TrainSettings.TRAJECTORY}
-        blob = json.dumps([asdict(self.model), trajectory, self.train_data], sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
-
-
-def label_smoothed_loss(logits, target, epsilon: float, pad_id: int = PAD_ID):
-    """Sums over non-pad tokens of the smoothed loss and of the plain NLL (for perplexity).
-
-    The smoothed target puts 1 - epsilon on the reference token and epsilon spread evenly over the
-    vocabulary (as torch's cross_entropy(label_smoothing=epsilon)).
-    """
-    lprobs = F.log_softmax(logits.float(), dim=-1).view(-1, logits.size(-1))  # (B*T, V)
-    target = target.reshape(-1)
-    keep = target != pad_id
-    nll = -lprobs.gather(1, target.unsqueeze(1)).squeeze(1)[keep]
-    uniform = -lprobs.mean(dim=-1)[keep]
-    return ((1.0 - epsilon) * nll + epsilon * uniform).sum(), nll.sum()
-
-
-def step_plan(tokens_per_step: int, tokens_per_batch: int, world_size: int) -> tuple[int, int]:
-    """(accumulation, tokens per batch) so that one step holds `tokens_per_step` over all processes.
-
-    Each process's share is split into the fewest batches of at most `tokens_per_batch` tokens,
-    all of one size: 25000 tokens on 8 GPUs are one batch of 3125 each; on one GPU with a
-    4096-token memory limit, 7 accumulated batches of 3572.
-    """
-    share = math.ceil(tokens_per_step / world_size)
-    accumulation = math.ceil(share / tokens_per_batch)
-    return accumulation, math.ceil(share / accumulation)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def init_process() -> tuple[int, int, torch.device]:
-    """Rank, world size and device; a lone process sets up a world of one itself."""
-    for key, value in (
-        ("RANK", "0"),
-        ("LOCAL_RANK", "0"),
-        ("WORLD_SIZE", "1"),
-        ("MASTER_ADDR", "127.0.0.1"),
-    ):
-        os.environ.setdefault(key, value)
-    os.environ.setdefault("MASTER_PORT", str(free_port()))
-    os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
-    import deepspeed
-    from deepspeed.accelerator import get_accelerator
-
-    deepspeed.init_distributed(verbose=False)
-    local_rank = int(os.environ["LOCAL_RANK"])
-    accelerator = get_accelerator()
-    if accelerator.device_name() == "cuda":
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-    else:
-        device = torch.device("cpu")
-    return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), device
-
-
-def deepspeed_engine(
-    model: Transformer,
-    settings: TrainSettings,
-    accumulation: int,
-    bf16: bool,
-    device: torch.device,
-):
-    """The model in a DeepSpeed engine with the paper's Adam and schedule (also the benchmark's)."""
-    import deepspeed
-
-    optimizer = torch.optim.Adam(
-        model.parameters(),
-        lr=1.0,
-        eps=settings.adam_eps,
-        betas=(settings.adam_beta1, settings.adam_beta2),
-        fused=device.type == "cuda",  # one kernel for all parameters
-    )
-    schedule = lr_lambda(model.config.d_model, settings.warmup_steps, settings.lr_scale)
-    config = {
-        "train_micro_batch_size_per_gpu": 1,  # unused: batches are ours, counted in tokens
-        "gradient_accumulation_steps": accumulation,
-        "zero_optimization": {"stage": settings.zero_stage},
-        "zero_allow_untested_optimizer": True,
-        "bf16": {"enabled": bf16},
-        "gradient_clipping": 0.0,
-        "steps_per_print": 1 << 30,
-    }
-    engine, *_ = deepspeed.initialize(
-        model=model,
-        optimizer=optimizer,
-        config=config,
-        lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule),
-    )
-    return engine
-
-
-def compiled_graphs() -> int:
-    """Graphs torch.compile built in this process: one per training/evaluation mode and shape
-    family; a number that grows with the steps means shapes keep recompiling."""
-    from torch._dynamo.utils import counters
-
-    return int(counters["stats"]["unique_graphs"])
-
-
-def use_bf16(precision: str, device: torch.device) -> bool:
-    if precision == "auto":
-        return device.type == "cuda" and torch.cuda.is_bf16_supported()
-    if precision not in ("bf16", "fp32"):
-        raise InputError(f"train.precision must be auto, bf16 or fp32, not {precision!r}")
-    return precision == "bf16"
-
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
@@ -263,8 +77,7 @@ class Trainer:
         self.accumulation, self.batch_tokens = step_plan(
             self.settings.tokens_per_step, self.settings.tokens_per_batch, self.world
         )
-        self.checkpoint_dir = experiment.run_dir / "checkpoints"
-        self.weights_dir = experiment.run_dir / "weights"
+        self.folder = RunFolder(experiment, self.rank, self.world)
         self.jsonl = experiment.run_dir / "train.jsonl"
         self.train_source, self.train_target = (IndexedDataset(p) for p in experiment.train_data)
         self.dev_source, self.dev_target = (IndexedDataset(p) for p in experiment.dev_data)
@@ -327,12 +140,7 @@ class Trainer:
         return mine
 
     def all_reduce(self, values: list[float]) -> list[float]:
-        """Sums over all processes; a lone process skips the round trip through the device."""
-        if self.world == 1:
-            return [float(value) for value in values]
-        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
-        torch.distributed.all_reduce(tensor)
-        return tensor.tolist()
+        return sum_over_processes(values, self.world, self.device)
 
     # Training ---------------------------------------------------------------------------------
     def train_step(
@@ -379,14 +187,13 @@ class Trainer:
 
     def diverged(self, loss: float) -> None:
         """Stop before a checkpoint could keep the broken weights, saying what to change."""
-        kept = ckpt.complete_tags(self.checkpoint_dir)
+        kept = self.folder.newest()
         raise Diverged(
             f"training diverged: the loss of step {self.state['step'] + 1} is {loss} "
             f"(rank {self.rank}). Nothing of it was saved; the newest checkpoint "
-            f"({self.checkpoint_dir / kept[-1] if kept else 'none yet'}) is kept. The same "
-            "settings diverge again: lower train.lr_scale or raise train.warmup_steps "
-            "(either starts the run afresh and moves its checkpoints to superseded/), or train "
-            "with train.precision: fp32."
+            f"({kept or 'none yet'}) is kept. The same settings diverge again: lower "
+            "train.lr_scale or raise train.warmup_steps (either starts the run afresh and moves "
+            "its checkpoints to superseded/), or train with train.precision: fp32."
         )
 
     @torch.no_grad()
@@ -461,7 +268,7 @@ class Trainer:
                 )
             every = settings.checkpoint_every_steps
             if voted["save"] or voted["stop"] or final or (every and step % every == 0):
-                self.save()
+                self.folder.save(self.engine, self.state)
                 last_save = time.monotonic()
             if final:
                 break
@@ -503,60 +310,15 @@ class Trainer:
                 handle.write(json.dumps(record) + "\n")
 
     # Checkpoints ------------------------------------------------------------------------------
-    def start_fresh_or_check_identity(self) -> None:
-        """Archive checkpoints of another configuration; drop half-written ones (rank 0)."""
-        run_dir, identity = self.exp.run_dir, self.exp.identity()
-        marker = run_dir / "identity.json"
-        if self.rank == 0:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            old = json.loads(marker.read_text())["identity"] if marker.exists() else identity
-            if old != identity:
-                archive = run_dir / "superseded" / old
-                log.warning(
-                    "configuration changed: moving the old run's checkpoints to %s", archive
-                )
-                archive.mkdir(parents=True, exist_ok=True)
-                for name in ("checkpoints", "weights", "train.jsonl", "train.json"):
-                    if (run_dir / name).exists():
-                        shutil.move(str(run_dir / name), str(archive / name))
-            for path in self.checkpoint_dir.glob("step*"):
-                if not (path / ckpt.COMPLETE).exists():
-                    shutil.rmtree(path, ignore_errors=True)
-            with atomic_output(marker) as handle:
-                json.dump(
-                    {
-                        "identity": identity,
-                        "model": asdict(self.exp.model),
-                        "train": asdict(self.settings),
-                    },
-                    handle,
-                    indent=2,
-                )
-        if self.world > 1:
-            torch.distributed.barrier()
-
     def resume(self) -> None:
-        self.start_fresh_or_check_identity()
-        tags = ckpt.complete_tags(self.checkpoint_dir)
-        if not tags:
+        self.folder.open()
+        saved = self.folder.resume(self.engine)
+        if saved is None:
             return
-        tag = tags[-1]
-        _, client = self.engine.load_checkpoint(str(self.checkpoint_dir), tag=tag)
-        saved = client["train_state"]
-        if saved["world_size"] != self.world and self.settings.zero_stage > 0:
-            raise InputError(
-                f"{self.checkpoint_dir / tag} was written by {saved['world_size']} processes, "
-                f"this run has {self.world}. Convert it with "
-                "`python -m deepspeed.checkpoint.ds_to_universal` or rerun "
-                "with the same number of processes."
-            )
         self.state = {**self.state, **saved, "world_size": self.world}
         self.data.seek((self.state["epoch"], self.state["batch"]))
-        ckpt.set_rng_state(
-            torch.load(self.checkpoint_dir / tag / f"rng_rank{self.rank}.pt", weights_only=False)
-        )
         if self.rank == 0:
-            log.info("resumed from %s (step %d)", self.checkpoint_dir / tag, self.state["step"])
+            log.info("resumed from %s (step %d)", self.folder.newest(), self.state["step"])
             if self.jsonl.exists():  # forget what was logged after the checkpoint
                 kept = [
                     line
@@ -565,61 +327,8 @@ class Trainer:
                 ]
                 self.jsonl.write_text("".join(line + "\n" for line in kept))
 
-    def consolidated_state_dict(self, tag: str) -> dict:
-        if self.settings.zero_stage == 0:
-            return self.engine.module.state_dict()
-        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
-
-        return get_fp32_state_dict_from_zero_checkpoint(str(self.checkpoint_dir), tag=tag)
-
-    def save(self) -> None:
-        step = self.state["step"]
-        tag = ckpt.tag_of(step)
-        self.engine.save_checkpoint(
-            str(self.checkpoint_dir),
-            tag=tag,
-            client_state={"train_state": dict(self.state), "experiment": self.exp.as_dict()},
-            save_latest=False,
-        )
-        torch.save(ckpt.rng_state(), self.checkpoint_dir / tag / f"rng_rank{self.rank}.pt")
-        if self.world > 1:
-            torch.distributed.barrier()
-        if self.rank == 0:
-            state_dict = self.consolidated_state_dict(tag)
-            ckpt.save_weights(
-                self.weights_dir / f"{tag}.pt",
-                state_dict,
-                asdict(self.exp.model),
-                step,
-                self.exp.name,
-            )
-            (self.checkpoint_dir / tag / ckpt.COMPLETE).write_text(f"{step}\n")
-            ckpt.prune(
-                self.checkpoint_dir,
-                self.weights_dir,
-                self.settings.keep_states,
-                self.settings.average_last,
-            )
-            log.info("checkpoint %s", self.checkpoint_dir / tag)
-        if self.world > 1:
-            torch.distributed.barrier()
-
-    @torch.no_grad()
-    def ranks_agree(self) -> bool:
-        """Whether every process ends with the same weights, as data parallelism must keep them."""
-        if self.world == 1:
-            return True
-        digest = torch.zeros(2, dtype=torch.float64, device=self.device)
-        for index, parameter in enumerate(self.engine.module.parameters(), start=1):
-            values = parameter.detach().double()
-            digest[0] += values.sum()
-            digest[1] += index * values.square().sum()
-        gathered = [torch.zeros_like(digest) for _ in range(self.world)]
-        torch.distributed.all_gather(gathered, digest)
-        return all(torch.equal(gathered[0], other) for other in gathered[1:])
-
     def write_summary(self, dev: dict) -> dict:
-        weights = sorted(self.weights_dir.glob("step*.pt"))[-self.settings.average_last :]
+        weights = self.folder.weights_to_average()
         summary = {
             "experiment": self.exp.name,
             "steps": self.state["step"],
@@ -640,7 +349,7 @@ class Trainer:
                 self.device, torch.bfloat16 if self.bf16 else torch.float32
             ),
             "train_flops": self.state["train_flops"],
-            "ranks_agree": self.ranks_agree(),
+            "ranks_agree": ranks_agree(self.engine.module, self.world, self.device),
             "final_weights": str(weights[-1]) if weights else None,
             "average_weights": [str(p) for p in weights],
             **dev,

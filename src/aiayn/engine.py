@@ -1,0 +1,124 @@
+"""The processes of a training run and the DeepSpeed engine they share (also the benchmark's).
+
+A lone process sets up a world of one itself; under torchrun or srun the launcher's environment
+names the rank. DeepSpeed picks the CUDA accelerator where there is one and the CPU (gloo) else.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import torch
+
+from aiayn.errors import InputError
+from aiayn.model import Transformer
+from aiayn.schedule import lr_lambda
+from aiayn.train_settings import TrainSettings
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def init_process() -> tuple[int, int, torch.device]:
+    """Rank, world size and device; a lone process sets up a world of one itself."""
+    for key, value in (
+        ("RANK", "0"),
+        ("LOCAL_RANK", "0"),
+        ("WORLD_SIZE", "1"),
+        ("MASTER_ADDR", "127.0.0.1"),
+    ):
+        os.environ.setdefault(key, value)
+    os.environ.setdefault("MASTER_PORT", str(free_port()))
+    os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
+    import deepspeed
+    from deepspeed.accelerator import get_accelerator
+
+    deepspeed.init_distributed(verbose=False)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    accelerator = get_accelerator()
+    if accelerator.device_name() == "cuda":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), device
+
+
+def use_bf16(precision: str, device: torch.device) -> bool:
+    if precision == "auto":
+        return device.type == "cuda" and torch.cuda.is_bf16_supported()
+    if precision not in ("bf16", "fp32"):
+        raise InputError(f"train.precision must be auto, bf16 or fp32, not {precision!r}")
+    return precision == "bf16"
+
+
+def deepspeed_engine(
+    model: Transformer,
+    settings: TrainSettings,
+    accumulation: int,
+    bf16: bool,
+    device: torch.device,
+):
+    """The model in a DeepSpeed engine with the paper's Adam and schedule (section 5.3)."""
+    import deepspeed
+
+    optimizer = torch.optim.Adam(
+        model.parameters(),
+        lr=1.0,
+        eps=settings.adam_eps,
+        betas=(settings.adam_beta1, settings.adam_beta2),
+        fused=device.type == "cuda",  # one kernel for all parameters
+    )
+    schedule = lr_lambda(model.config.d_model, settings.warmup_steps, settings.lr_scale)
+    config = {
+        "train_micro_batch_size_per_gpu": 1,  # unused: batches are ours, counted in tokens
+        "gradient_accumulation_steps": accumulation,
+        "zero_optimization": {"stage": settings.zero_stage},
+        "zero_allow_untested_optimizer": True,
+        "bf16": {"enabled": bf16},
+        "gradient_clipping": 0.0,
+        "steps_per_print": 1 << 30,
+    }
+    engine, *_ = deepspeed.initialize(
+        model=model,
+        optimizer=optimizer,
+        config=config,
+        lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule),
+    )
+    return engine
+
+
+def sum_over_processes(values: list[float], world: int, device: torch.device) -> list[float]:
+    """Sums over all processes; a lone process skips the round trip through the device."""
+    if world == 1:
+        return [float(value) for value in values]
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    torch.distributed.all_reduce(tensor)
+    return tensor.tolist()
+
+
+@torch.no_grad()
+def ranks_agree(module: torch.nn.Module, world: int, device: torch.device) -> bool:
+    """Whether every process holds the same weights, as data parallelism must keep them."""
+    if world == 1:
+        return True
+    digest = torch.zeros(2, dtype=torch.float64, device=device)
+    for index, parameter in enumerate(module.parameters(), start=1):
+        values = parameter.detach().double()
+        digest[0] += values.sum()
+        digest[1] += index * values.square().sum()
+    gathered = [torch.zeros_like(digest) for _ in range(world)]
+    torch.distributed.all_gather(gathered, digest)
+    return all(torch.equal(gathered[0], other) for other in gathered[1:])
+
+
+def compiled_graphs() -> int:
+    """Graphs torch.compile built in this process: one per training/evaluation mode and shape
+    family; a number that grows with the steps means shapes keep recompiling."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])

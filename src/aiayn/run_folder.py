@@ -1,0 +1,127 @@
+"""A training run's folder, runs/{experiment}/, as every process of the run saves and resumes it.
+
+identity.json       which configuration the folder holds (Experiment.identity and settings)
+checkpoints/stepN/  DeepSpeed's full training state, rng_rank{R}.pt, COMPLETE (checkpoint.py)
+weights/stepN.pt    consolidated fp32 weights, which averaging and decoding read
+superseded/{old}/   the outputs of an earlier configuration, moved aside, never deleted
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from aiayn import checkpoint as ckpt
+from aiayn.errors import InputError
+from aiayn.textio import atomic_output
+from aiayn.train_settings import Experiment
+
+log = logging.getLogger(__name__)
+
+
+class RunFolder:
+    def __init__(self, experiment: Experiment, rank: int, world: int):
+        self.exp, self.settings = experiment, experiment.train
+        self.rank, self.world = rank, world
+        self.root = experiment.run_dir
+        self.checkpoint_dir = self.root / "checkpoints"
+        self.weights_dir = self.root / "weights"
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            torch.distributed.barrier()
+
+    def open(self) -> None:
+        """Archive the outputs of another configuration; drop half-written checkpoints (rank 0)."""
+        identity, marker = self.exp.identity(), self.root / "identity.json"
+        if self.rank == 0:
+            self.root.mkdir(parents=True, exist_ok=True)
+            old = json.loads(marker.read_text())["identity"] if marker.exists() else identity
+            if old != identity:
+                archive = self.root / "superseded" / old
+                log.warning(
+                    "configuration changed: moving the old run's checkpoints to %s", archive
+                )
+                archive.mkdir(parents=True, exist_ok=True)
+                for name in ("checkpoints", "weights", "train.jsonl", "train.json"):
+                    if (self.root / name).exists():
+                        shutil.move(str(self.root / name), str(archive / name))
+            for path in self.checkpoint_dir.glob("step*"):
+                if not (path / ckpt.COMPLETE).exists():
+                    shutil.rmtree(path, ignore_errors=True)
+            description = {
+                "identity": identity,
+                "model": asdict(self.exp.model),
+                "train": asdict(self.settings),
+            }
+            with atomic_output(marker) as handle:
+                json.dump(description, handle, indent=2)
+        self.barrier()
+
+    def newest(self) -> Path | None:
+        tags = ckpt.complete_tags(self.checkpoint_dir)
+        return self.checkpoint_dir / tags[-1] if tags else None
+
+    def resume(self, engine) -> dict | None:
+        """Load the newest complete checkpoint into the engine and this process's random number
+        generators; the training state saved with it, or None when there is none."""
+        newest = self.newest()
+        if newest is None:
+            return None
+        _, client = engine.load_checkpoint(str(self.checkpoint_dir), tag=newest.name)
+        saved = client["train_state"]
+        if saved["world_size"] != self.world and self.settings.zero_stage > 0:
+            raise InputError(
+                f"{newest} was written by {saved['world_size']} processes, "
+                f"this run has {self.world}. Convert it with "
+                "`python -m deepspeed.checkpoint.ds_to_universal` or rerun "
+                "with the same number of processes."
+            )
+        ckpt.set_rng_state(torch.load(newest / f"rng_rank{self.rank}.pt", weights_only=False))
+        return saved
+
+    def save(self, engine, state: dict) -> None:
+        """Every process writes its part, rank 0 the consolidated weights and, last, COMPLETE."""
+        step = state["step"]
+        tag = ckpt.tag_of(step)
+        engine.save_checkpoint(
+            str(self.checkpoint_dir),
+            tag=tag,
+            client_state={"train_state": dict(state), "experiment": self.exp.as_dict()},
+            save_latest=False,
+        )
+        torch.save(ckpt.rng_state(), self.checkpoint_dir / tag / f"rng_rank{self.rank}.pt")
+        self.barrier()
+        if self.rank == 0:
+            ckpt.save_weights(
+                self.weights_dir / f"{tag}.pt",
+                self.consolidated_state_dict(engine, tag),
+                asdict(self.exp.model),
+                step,
+                self.exp.name,
+            )
+            (self.checkpoint_dir / tag / ckpt.COMPLETE).write_text(f"{step}\n")
+            ckpt.prune(
+                self.checkpoint_dir,
+                self.weights_dir,
+                self.settings.keep_states,
+                self.settings.average_last,
+            )
+            log.info("checkpoint %s", self.checkpoint_dir / tag)
+        self.barrier()
+
+    def consolidated_state_dict(self, engine, tag: str) -> dict:
+        if self.settings.zero_stage == 0:
+            return engine.module.state_dict()
+        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+        return get_fp32_state_dict_from_zero_checkpoint(str(self.checkpoint_dir), tag=tag)
+
+    def weights_to_average(self) -> list[Path]:
+        """The newest `average_last` weights files, oldest first."""
+        return sorted(self.weights_dir.glob("step*.pt"))[-self.settings.average_last :]
