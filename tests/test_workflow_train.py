@@ -128,6 +128,30 @@ def test_a_decoding_setting_reruns_decode_score_and_report_but_not_training(defa
     assert scores(default_run, "tiny", "averaged", "test")["decode"]["alpha"] == 1.0
 
 
+def planned_rules(root: Path) -> set[str]:
+    plan = run_snakemake(root, "-n").stdout
+    return set(re.findall(r"^rule (\w+):", plan, flags=re.MULTILINE))
+
+
+@pytest.mark.parametrize(
+    ("module", "reruns", "leaves"),
+    [
+        ("loader.py", {"train", "average", "decode"}, {"download", "clean", "binarize"}),
+        ("decode.py", {"decode", "score"}, {"train", "average", "binarize"}),
+    ],
+)
+def test_editing_a_module_reruns_the_rules_that_import_it(default_run, module, reruns, leaves):
+    path = default_run / "src/aiayn" / module
+    original = path.read_bytes()
+    try:
+        path.write_bytes(original + b"\n# an edit\n")
+        planned = planned_rules(default_run)
+    finally:
+        path.write_bytes(original)
+    assert reruns <= planned and not leaves & planned, planned
+    assert planned_rules(default_run) == set()  # the original code is up to date again
+
+
 def mtimes(root: Path, pattern: str) -> dict:
     return {str(p): p.stat().st_mtime_ns for p in root.glob(pattern)}
 
