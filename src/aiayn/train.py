@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass, field
 
 import torch
 
@@ -62,6 +63,19 @@ class Stopped(Exception):
 
 class Diverged(Exception):
     """The loss is no longer a finite number; the step's weights were not saved."""
+
+
+@dataclass
+class LogWindow:
+    """This rank's sums over the steps since the last log line, for the next one."""
+
+    loss: float = 0.0
+    nll: float = 0.0
+    tokens: float = 0.0
+    start: float = field(default_factory=time.monotonic)
+
+    def add(self, loss: float, nll: float, tokens: float) -> None:
+        self.loss, self.nll, self.tokens = self.loss + loss, self.nll + nll, self.tokens + tokens
 
 
 class Trainer:
@@ -226,8 +240,7 @@ class Trainer:
         self.resume()
         settings, start = self.settings, time.monotonic()
         seconds_before = self.state["seconds"]
-        last_save = time.monotonic()
-        window = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "start": time.monotonic()}
+        last_save, window, last_dev = time.monotonic(), LogWindow(), {}
         bar = progress(
             total=settings.max_steps,
             initial=self.state["step"],
@@ -235,32 +248,21 @@ class Trainer:
             unit=" steps",
             disable=self.rank != 0,
         )
-        last_dev = {}
         # seconds_before comes from the checkpoint, the same on every rank, so all ranks agree
         # here; later budget checks go through the vote in train_step.
         while self.state["step"] < settings.max_steps and not self.out_of_time(seconds_before):
-            minutes = settings.checkpoint_every_minutes
-            save_due = (
-                minutes is not None
-                and self.rank == 0
-                and time.monotonic() - last_save >= 60 * minutes
-            )
             budget_spent = self.rank == 0 and self.out_of_time(
                 seconds_before + time.monotonic() - start
             )
-            loss, nll, tokens, voted = self.train_step(save_due, budget_spent)
+            loss, nll, tokens, voted = self.train_step(self.save_due(last_save), budget_spent)
             step = self.state["step"]
             self.state["seconds"] = seconds_before + time.monotonic() - start
-            window["loss"], window["nll"], window["tokens"] = (
-                window["loss"] + loss,
-                window["nll"] + nll,
-                window["tokens"] + tokens,
-            )
+            window.add(loss, nll, tokens)
             bar.update(1)
             final = step == settings.max_steps or voted["last"]
             if step % settings.log_every_steps == 0 or final:
                 self.log_train(window)
-                window = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "start": time.monotonic()}
+                window = LogWindow()
             if step % settings.dev_every_steps == 0 or final:
                 last_dev = self.evaluate()
                 self.append_jsonl(
@@ -280,14 +282,21 @@ class Trainer:
             last_dev = self.evaluate()
         return self.write_summary(last_dev)
 
+    def save_due(self, last_save: float) -> bool:
+        """Whether rank 0's checkpoint_every_minutes timer ran out (the step votes on it)."""
+        minutes = self.settings.checkpoint_every_minutes
+        if minutes is None or self.rank != 0:
+            return False
+        return time.monotonic() - last_save >= 60 * minutes
+
     def out_of_time(self, seconds: float) -> bool:
         """Whether `seconds` of training (all sessions) use up the max_minutes budget."""
         budget = self.settings.max_minutes
         return budget is not None and seconds >= 60 * budget
 
-    def log_train(self, window: dict) -> None:
-        loss, nll, tokens = self.all_reduce([window["loss"], window["nll"], window["tokens"]])
-        elapsed = time.monotonic() - window["start"]
+    def log_train(self, window: LogWindow) -> None:
+        loss, nll, tokens = self.all_reduce([window.loss, window.nll, window.tokens])
+        elapsed = time.monotonic() - window.start
         grad_norm = self.engine.get_global_grad_norm()
         record = {
             "step": self.state["step"],
