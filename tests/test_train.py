@@ -388,16 +388,40 @@ def test_a_tiny_model_learns_to_copy(tmp_path, copy_data):
     assert nll[-1] < 0.2 * nll[0] and summary["dev_nll"] < 0.15
 
 
+def saved_steps(run_dir: Path) -> list[int]:
+    return sorted(int(p.stem.removeprefix("step")) for p in (run_dir / "weights").glob("step*.pt"))
+
+
 @pytest.mark.workflow
 def test_two_processes_train_and_end_with_identical_weights(tmp_path, copy_data):
-    summary = train(
-        experiment(tmp_path / "ddp.json", copy_data, max_steps=4, tokens_per_batch=300), processes=2
+    # Rank 0's checkpoint clock runs out at every step (a microsecond); saving takes every rank,
+    # so the step's vote must bring rank 1 along, or the run hangs.
+    spec = experiment(
+        tmp_path / "ddp.json",
+        copy_data,
+        max_steps=4,
+        tokens_per_batch=300,
+        checkpoint_every_minutes=1e-8,
     )
+    summary = train(spec, processes=2)
     assert summary["processes"] == 2 and summary["accumulation"] == 1
     assert summary["ranks_agree"] is True and summary["steps"] == 4
+    assert saved_steps(tmp_path / "ddp") == [1, 2, 3, 4]  # average_last 5 keeps them all
+    full_states = [p.name for p in (tmp_path / "ddp" / "checkpoints").glob("step*")]
+    assert full_states == ["step00000004"]  # keep_states 1: older Adam states are pruned
     shutil.rmtree(tmp_path / "ddp")
     # FLOPs are counted over both processes: per target token as many as one process doing it all.
-    alone = train(experiment(tmp_path / "one.json", copy_data, max_steps=4, tokens_per_batch=600))
+    # An hour's checkpoint clock never runs out here: only the last step is saved.
+    alone = train(
+        experiment(
+            tmp_path / "one.json",
+            copy_data,
+            max_steps=4,
+            tokens_per_batch=600,
+            checkpoint_every_minutes=60,
+        )
+    )
+    assert saved_steps(tmp_path / "one") == [4]
     per_token = summary["train_flops"] / summary["target_tokens"]
     assert per_token == pytest.approx(alone["train_flops"] / alone["target_tokens"], rel=0.2)
 
