@@ -440,3 +440,25 @@ def test_a_step_holds_the_configured_tokens_on_any_number_of_processes(step, lim
     accumulation, batch = step_plan(step, limit, world)
     assert (accumulation, batch) == plan
     assert batch <= limit and step <= accumulation * batch * world < step + accumulation * world
+
+
+@pytest.mark.workflow
+def test_resuming_on_another_number_of_processes_stops_with_advice_and_keeps_the_checkpoint(
+    tmp_path, copy_data
+):
+    spec = experiment(tmp_path / "zero.json", copy_data, max_steps=2)
+    train(spec)
+    run_dir = tmp_path / "zero"
+
+    def saved_files():
+        files = [*(run_dir / "checkpoints").rglob("*"), *(run_dir / "weights").rglob("*")]
+        return {p: p.stat().st_mtime_ns for p in files if p.is_file()}
+
+    before = saved_files()
+    experiment(spec, copy_data, max_steps=4)
+    result = run_training(spec, processes=2)
+    assert result.returncode != 0
+    assert "was written by 1 process" in result.stderr and "this run has 2" in result.stderr
+    assert "processes" in result.stderr.split("this run has 2")[1]  # says what to set back
+    assert saved_files() == before  # nothing written, moved or deleted
+    assert saved_steps(run_dir) == [2]

@@ -24,6 +24,10 @@ from aiayn.train_settings import Experiment
 log = logging.getLogger(__name__)
 
 
+def processes(count: int) -> str:
+    return "1 process" if count == 1 else f"{count} processes"
+
+
 class RunFolder:
     def __init__(self, experiment: Experiment, rank: int, world: int):
         self.exp, self.settings = experiment, experiment.train
@@ -73,15 +77,18 @@ class RunFolder:
         newest = self.newest()
         if newest is None:
             return None
+        writers = len(list(newest.glob("rng_rank*.pt")))  # each process saves its own
+        if writers != self.world:
+            raise InputError(
+                f"{newest} was written by {processes(writers)} and this run has "
+                f"{self.world}. A checkpoint holds each process's share of the Adam state "
+                "(ZeRO), its place in its data shard and its random state, so it resumes only "
+                f"on {processes(writers)}: set experiment {self.exp.name}'s `processes` "
+                f"(x `nodes`) back to {writers}, or move {self.root} away to train "
+                f"{self.exp.name} afresh on {processes(self.world)}."
+            )
         _, client = engine.load_checkpoint(str(self.checkpoint_dir), tag=newest.name)
         saved = client["train_state"]
-        if saved["world_size"] != self.world and self.settings.zero_stage > 0:
-            raise InputError(
-                f"{newest} was written by {saved['world_size']} processes, "
-                f"this run has {self.world}. Convert it with "
-                "`python -m deepspeed.checkpoint.ds_to_universal` or rerun "
-                "with the same number of processes."
-            )
         ckpt.set_rng_state(torch.load(newest / f"rng_rank{self.rank}.pt", weights_only=False))
         return saved
 
