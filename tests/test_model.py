@@ -185,6 +185,20 @@ def test_attention_never_runs_on_cudnn(monkeypatch):
     assert torch.backends.cuda.cudnn_sdp_enabled()  # restored on the way out
 
 
+def test_attention_dropout_acts_in_training_only():
+    """attention_dropout drops attention weights (the paper uses none): with every other dropout
+    off, it alone makes training forwards differ, and evaluation ignores it."""
+    source, target = batch()
+    plain = tiny_model(dropout=0.0).train()
+    assert torch.equal(plain(source, target), plain.eval()(source, target))
+    dropped = tiny_model(dropout=0.0, attention_dropout=0.5).train()
+    torch.manual_seed(1)
+    first = dropped(source, target)
+    assert not torch.allclose(first, dropped(source, target))
+    assert not torch.allclose(first, dropped.eval()(source, target))
+    assert torch.equal(dropped(source, target), plain.eval()(source, target))
+
+
 def test_different_key_and_value_sizes():
     model = tiny_model(d_k=4, d_v=12)
     source, target = batch()

@@ -72,3 +72,23 @@ def test_impossible_vocabulary_size_is_a_clear_error_and_leaves_nothing(tmp_path
             [str(text)], str(tmp_path / "spm" / "bpe.model"), SubwordSettings(vocab_size=5000)
         )
     assert not any((tmp_path / "spm").iterdir())
+
+
+def test_byte_fallback_and_normalization_settings_reach_sentencepiece(tmp_path, newstest_model):
+    """The defaults (byte_fallback, identity normalization) keep unseen and full-width characters
+    as they are; switched off and to NFKC, the same text loses them to UNK and folding."""
+    dev = shared("wmt14_newstest", "dev")
+    other = tmp_path / "nfkc.model"
+    settings = SubwordSettings(
+        vocab_size=4000,
+        input_sentence_size=4000,
+        byte_fallback=False,
+        normalization_rule_name="nmt_nfkc",
+    )
+    train_bpe([str(dev / "newstest2013.en"), str(dev / "newstest2013.de")], str(other), settings)
+    text = "a snowman ☃ in ｆｕｌｌ width"
+    default, changed = load(newstest_model[0]), load(other)
+    assert default.decode(default.encode(text)) == text
+    assert UNK_ID not in default.encode(text)
+    assert UNK_ID in changed.encode(text)  # ☃ was never seen and has no byte pieces
+    assert "full width" in changed.decode(changed.encode(text))  # NFKC folded the full width

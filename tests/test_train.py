@@ -462,3 +462,15 @@ def test_resuming_on_another_number_of_processes_stops_with_advice_and_keeps_the
     assert "processes" in result.stderr.split("this run has 2")[1]  # says what to set back
     assert saved_files() == before  # nothing written, moved or deleted
     assert saved_steps(run_dir) == [2]
+
+
+@pytest.mark.workflow
+def test_without_zero_the_saved_weights_are_those_zero_stage_1_trains(tmp_path, copy_data):
+    """zero_stage 0 saves the module's own state dict instead of consolidating ZeRO's shards;
+    on one process both run the same Adam on the same batches."""
+    zero1 = train(experiment(tmp_path / "zero1.json", copy_data, max_steps=3))
+    plain = train(experiment(tmp_path / "zero0.json", copy_data, max_steps=3, zero_stage=0))
+    a, b = weights(zero1), weights(plain)
+    assert a.keys() == b.keys()
+    assert all(torch.allclose(a[k], b[k], rtol=1e-5, atol=1e-6) for k in a)
+    assert plain["dev_loss"] == pytest.approx(zero1["dev_loss"], rel=1e-5)
