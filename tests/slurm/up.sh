@@ -37,7 +37,9 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
-MinJobAge=600
+# Finished jobs stay in scontrol for an hour: the tests read the first jobs' records after the
+# whole pipeline, which has taken over 10 minutes (the old MinJobAge) on a 2-core machine.
+MinJobAge=3600
 SchedulerParameters=sched_interval=2
 ReturnToService=2
 KillWait=30
@@ -64,12 +66,25 @@ fi
 slurmctld
 slurmd
 
-for _ in $(seq 1 60); do
+# The node is idle within a second here. CI once saw it not idle after 30 s, with no log kept:
+# wait two minutes, and if it still is not, print what the daemons say.
+for _ in $(seq 1 240); do
     if [ "$(sinfo -h -n "$host" -o %T 2> /dev/null | head -1)" = "idle" ]; then
         echo "SLURM is up: node $host, $cpus CPUs, 2 GPUs (fake), partitions cpu and gpu"
         exit 0
     fi
     sleep 0.5
 done
-echo "SLURM did not come up; see $state/log/" >&2
+{
+    echo "SLURM did not come up in 2 minutes; what it says (logs in $state/log/):"
+    for daemon in munged slurmctld slurmd; do
+        if pgrep -x "$daemon" > /dev/null; then state_of=running; else state_of="NOT running"; fi
+        echo "  $daemon: $state_of"
+    done
+    sinfo -h -N -p cpu -o "  node %N: state %T, reason %E" 2>&1 || true
+    for log in "$state"/log/slurmctld.log "$state"/log/slurmd.log; do
+        echo "--- last lines of $log"
+        tail -n 15 "$log" 2> /dev/null || echo "(missing)"
+    done
+} >&2
 exit 1
