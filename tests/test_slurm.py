@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,14 @@ def slurm_cluster():
         if os.environ.get("CI"):
             pytest.fail(f"CI must run the SLURM tests: {reason}")
         pytest.skip(reason)
-    subprocess.run([SLURM / "up.sh"], check=True)
+    first = subprocess.run([SLURM / "up.sh"], capture_output=True, text=True)
+    if first.returncode != 0:
+        # The daemons are test machinery, not the product: one fresh start is fair, and the
+        # first try's diagnostics stay visible in pytest's warnings summary.
+        said = first.stderr
+        warnings.warn(f"SLURM did not come up at once, starting it again:\n{said}", stacklevel=1)
+        subprocess.run([SLURM / "down.sh"], check=False)
+        subprocess.run([SLURM / "up.sh"], check=True)
     yield
     subprocess.run([SLURM / "down.sh"], check=False)
 

@@ -67,8 +67,10 @@ slurmctld
 slurmd
 
 # The node is idle within a second here. CI once saw it not idle after 30 s, with no log kept:
-# wait two minutes, and if it still is not, print what the daemons say.
-for _ in $(seq 1 240); do
+# wait two minutes (by the clock: sinfo itself retries for seconds while the controller is
+# away), and if it still is not, print what the daemons say.
+deadline=$((SECONDS + ${AIAYN_SLURM_WAIT_SECONDS:-120}))
+while [ "$SECONDS" -lt "$deadline" ]; do
     if [ "$(sinfo -h -n "$host" -o %T 2> /dev/null | head -1)" = "idle" ]; then
         echo "SLURM is up: node $host, $cpus CPUs, 2 GPUs (fake), partitions cpu and gpu"
         exit 0
@@ -76,7 +78,7 @@ for _ in $(seq 1 240); do
     sleep 0.5
 done
 {
-    echo "SLURM did not come up in 2 minutes; what it says (logs in $state/log/):"
+    echo "SLURM did not come up in time; what it says (logs in $state/log/):"
     for daemon in munged slurmctld slurmd; do
         if pgrep -x "$daemon" > /dev/null; then state_of=running; else state_of="NOT running"; fi
         echo "  $daemon: $state_of"
