@@ -25,6 +25,7 @@ from aiayn.textio import atomic_output
 log = logging.getLogger(__name__)
 COMPLETE = "COMPLETE"
 TAG = re.compile(r"^step(\d{8})$")
+RNG_FILE = "rng_rank{rank}.pt"
 
 
 def tag_of(step: int) -> str:
@@ -39,6 +40,16 @@ def complete_tags(checkpoint_dir: Path) -> list[str]:
         p.name for p in checkpoint_dir.iterdir() if TAG.match(p.name) and (p / COMPLETE).exists()
     ]
     return sorted(tags)
+
+
+def rng_file(checkpoint: Path, rank: int) -> Path:
+    """A process's random state inside a checkpoint folder."""
+    return checkpoint / RNG_FILE.format(rank=rank)
+
+
+def writers(checkpoint: Path) -> int:
+    """How many processes wrote a checkpoint: each saves its own random state."""
+    return len(list(checkpoint.glob(RNG_FILE.format(rank="*"))))
 
 
 def rng_state() -> dict:

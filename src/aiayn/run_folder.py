@@ -77,7 +77,7 @@ class RunFolder:
         newest = self.newest()
         if newest is None:
             return None
-        writers = len(list(newest.glob("rng_rank*.pt")))  # each process saves its own
+        writers = ckpt.writers(newest)
         if writers != self.world:
             raise InputError(
                 f"{newest} was written by {processes(writers)} and this run has "
@@ -89,7 +89,7 @@ class RunFolder:
             )
         _, client = engine.load_checkpoint(str(self.checkpoint_dir), tag=newest.name)
         saved = client["train_state"]
-        ckpt.set_rng_state(torch.load(newest / f"rng_rank{self.rank}.pt", weights_only=False))
+        ckpt.set_rng_state(torch.load(ckpt.rng_file(newest, self.rank), weights_only=False))
         return saved
 
     def save(self, engine, state: dict) -> None:
@@ -102,7 +102,7 @@ class RunFolder:
             client_state={"train_state": dict(state), "experiment": self.exp.as_dict()},
             save_latest=False,
         )
-        torch.save(ckpt.rng_state(), self.checkpoint_dir / tag / f"rng_rank{self.rank}.pt")
+        torch.save(ckpt.rng_state(), ckpt.rng_file(self.checkpoint_dir / tag, self.rank))
         self.barrier()
         if self.rank == 0:
             ckpt.save_weights(
