@@ -76,6 +76,21 @@ def test_empty_file_stops(tmp_path):
         run_clean(tmp_path, [], [])
 
 
+def test_a_training_split_that_cleaning_empties_stops_with_the_reasons_and_no_output(tmp_path):
+    with pytest.raises(InputError) as err:
+        run_clean(tmp_path, ["a b c d e", "", "a"], ["x", "y", "a b c"])
+    message = str(err.value)
+    assert "dropped all 3 training pairs" in message
+    assert "(empty 1, too_long 1, length_ratio 1)" in message
+    assert "`clean.max_tokens` (now 4)" in message and "`clean.max_ratio` (now 1.5)" in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["raw.de", "raw.en"]
+
+
+def test_an_evaluation_split_of_empty_lines_is_kept(tmp_path):
+    record, (en, de) = run_clean(tmp_path, [" "], [""], train=False)
+    assert record["kept_pairs"] == 1 and en == [" "] and de == [""]
+
+
 def test_invalid_utf8_stops_without_output(tmp_path):
     (tmp_path / "raw.en").write_bytes(b"fine\nbad \xff byte\n")
     (tmp_path / "raw.de").write_bytes(b"gut\nschlecht\n")

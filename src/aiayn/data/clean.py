@@ -58,6 +58,18 @@ def check_parallel(paths: tuple[str, str]) -> int:
     return counts[0]
 
 
+def nothing_kept(inputs: tuple[str, str], total: int, dropped: dict, settings) -> str:
+    """Why no training pair passed the filters, and which settings decide it."""
+    reasons = ", ".join(f"{reason} {count}" for reason, count in dropped.items() if count)
+    return (
+        f"cleaning dropped all {total} training pairs of {inputs[0]} and {inputs[1]} "
+        f"({reasons}), so there is nothing to train the BPE model or the Transformer on. "
+        f"Raise this dataset's `clean.max_tokens` (now {settings.max_tokens}) or "
+        f"`clean.max_ratio` (now {settings.max_ratio}) in the config, or check that the two "
+        "files are the sides of one corpus, in the right languages."
+    )
+
+
 def clean_split(
     inputs: tuple[str, str], outputs: tuple[str, str], train: bool, settings: CleanSettings
 ) -> dict:
@@ -85,6 +97,8 @@ def clean_split(
             src_out.write(source + "\n")
             tgt_out.write(target + "\n")
             kept += 1
+        if train and kept == 0:
+            raise InputError(nothing_kept(inputs, total, dropped, settings))
     record = {
         "role": "train" if train else "evaluation (kept verbatim)",
         "input_pairs": total,
