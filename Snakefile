@@ -17,6 +17,11 @@ validate(config, "schemas/config.schema.yaml")
 
 
 include: "rules/common.smk"
+
+
+check_experiments()  # before the rules resolve experiments, so a bad one is named clearly
+
+
 include: "rules/data.smk"
 include: "rules/subword.smk"
 include: "rules/binarize.smk"
@@ -24,9 +29,6 @@ include: "rules/train.smk"
 include: "rules/decode.smk"
 include: "rules/score.smk"
 include: "rules/report.smk"
-
-
-check_experiments()
 
 
 rule all:

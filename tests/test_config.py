@@ -121,6 +121,16 @@ def test_unknown_dataset_in_prepare_is_named(project_copy):
     assert "dataset 'toyy' is not defined under `datasets`" in result.stdout + result.stderr
 
 
+def test_an_experiment_naming_an_unknown_dataset_is_named(project_copy):
+    config = (project_copy / "config.yaml").read_text()
+    (project_copy / "config.yaml").write_text(config.replace("dataset: toy", "dataset: toyy", 1))
+    result = run_snakemake(project_copy, "-n", check=False)
+    assert result.returncode != 0
+    said = result.stdout + result.stderr
+    assert "experiment 'tiny': dataset 'toyy' is not defined under `datasets`" in said
+    assert "(defined: ['toy'])" in said and "KeyError" not in said
+
+
 def test_conda_environment_pins_match_pyproject():
     pyproject = tomllib.loads((PROJECT / "pyproject.toml").read_text())
     env = yaml.safe_load((PROJECT / "rules" / "envs" / "aiayn.yaml").read_text())

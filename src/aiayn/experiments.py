@@ -24,14 +24,21 @@ def split_prefixes(
     return [f"data/{dataset_name}/{stage}/{split}.{pair}.{lang}" for lang in langs]
 
 
-def resolve(experiment: dict, datasets: dict) -> dict:
-    """The trainer's experiment spec (a JSON-able dict) for one experiment of the config."""
+def dataset_of(experiment: dict, datasets: dict) -> dict:
+    """The config's entry for the dataset an experiment names."""
     name, dataset_name = experiment["name"], experiment["dataset"]
     if dataset_name not in datasets:
         raise InputError(
-            f"experiment {name!r}: dataset {dataset_name!r} is not defined under `datasets`"
+            f"experiment {name!r}: dataset {dataset_name!r} is not defined under `datasets` "
+            f"(defined: {sorted(datasets)})"
         )
-    dataset = datasets[dataset_name]
+    return datasets[dataset_name]
+
+
+def resolve(experiment: dict, datasets: dict) -> dict:
+    """The trainer's experiment spec (a JSON-able dict) for one experiment of the config."""
+    name, dataset_name = experiment["name"], experiment["dataset"]
+    dataset = dataset_of(experiment, datasets)
     dev = experiment.get("dev_split", "dev")
     if dev not in dataset["splits"] or dev == "train":
         raise InputError(
@@ -64,7 +71,7 @@ def resolve_evaluation(experiment: dict, datasets: dict) -> dict:
 
     Kept apart from resolve(): changing how a model is decoded must not retrain it.
     """
-    name, dataset = experiment["name"], datasets[experiment["dataset"]]
+    name, dataset = experiment["name"], dataset_of(experiment, datasets)
     splits = experiment.get("eval_splits") or [s for s in dataset["splits"] if s != "train"]
     unknown = [s for s in splits if s not in dataset["splits"] or s == "train"]
     if unknown:
