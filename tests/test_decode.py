@@ -17,8 +17,10 @@ from aiayn.decode import (
     length_sorted_batches,
     source_batch,
 )
+from aiayn.errors import InputError
 from aiayn.model import Transformer, build_config
 from aiayn.subword import EOS_ID
+from aiayn.translate import translate
 
 W1, W2 = 4, 5  # two "words" after pad 0, unk 1, bos 2, eos 3
 VOCAB = 6
@@ -215,6 +217,31 @@ def test_cached_decoding_equals_recomputing_the_prefix(positions):
     for a, b in zip(fast, slow, strict=True):
         assert a.tokens == b.tokens
         assert a.score == pytest.approx(b.score, abs=1e-5)
+
+
+def test_learned_positions_bound_the_output_and_the_source_padding():
+    """A random model rarely ends a sentence: its outputs run to the offset, here past the table.
+    max_positions 12 is not a multiple of 8, so padding the source to 16 would run past it too."""
+    model = random_model(positions="learned", max_positions=12)
+    sentences = [np.arange(4, 14), np.arange(4, 9)]  # 10 (+ EOS = 11) and 5 tokens
+    settings = DecodeSettings(beam=2, max_length_offset=50)
+    hypotheses, _ = translate(model, sentences, settings)
+    assert max(len(h.tokens) for h in hypotheses) == 11  # BOS + 11 tokens fill the 12 positions
+    recomputed = [
+        beam_search(RecomputingDecoder(model), *source_batch([s], max_width=12), settings, 12)[0]
+        for s in sentences
+    ]
+    assert [h.tokens for h in hypotheses] == [h.tokens for h in recomputed]
+
+
+def test_a_source_longer_than_the_learned_positions_stops_with_the_sentence():
+    model = random_model(positions="learned", max_positions=12)
+    sentences = [np.arange(4, 9), np.arange(4, 16), np.arange(4, 17)]  # 5, 12 and 13 tokens
+    with pytest.raises(InputError) as err:
+        translate(model, sentences, DecodeSettings(), desc="tiny/averaged/test")
+    message = str(err.value)
+    assert message.startswith("tiny/averaged/test: sentence 2 is 12 tokens long, 13 with EOS")
+    assert "max_positions 12 (2 sentences are too long)" in message
 
 
 def test_decode_step_matches_the_full_decoder():

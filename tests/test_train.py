@@ -72,6 +72,15 @@ def test_batches_never_exceed_the_token_budget_and_cover_every_pair(pad_to):
     assert not all(np.array_equal(a, b) for a, b in zip(batches, other_epoch, strict=False))
 
 
+def test_pairs_longer_than_the_position_limit_are_skipped():
+    source, target = np.array([5, 20, 8, 17]), np.array([6, 9, 16, 3])
+    batches, too_long = token_batches(
+        source, target, max_tokens=1000, seed=1, epoch=0, pad_to=8, max_length=16
+    )
+    assert too_long == 2  # 20 and 17 pad to 24 positions; 16 fits exactly
+    assert sorted(np.concatenate(batches).tolist()) == [0, 2]
+
+
 def test_shards_are_disjoint_and_equal():
     batches = [np.array([i]) for i in range(11)]
     shards = [shard(batches, rank, 3) for rank in range(3)]
@@ -359,6 +368,26 @@ def test_bf16_training_steps_through_deepspeed_and_saves_fp32_weights(tmp_path, 
     assert summary["precision"] == "bf16" and summary["steps"] == 4
     assert math.isfinite(summary["dev_loss"])
     assert all(tensor.dtype == torch.float32 for tensor in weights(summary).values())
+
+
+@pytest.mark.workflow
+def test_learned_positions_skip_the_pairs_they_cannot_embed(tmp_path, copy_data):
+    """Copy-task sentences have 3 to 8 tokens; with BOS or EOS, those of 8 need 9 positions
+    (padded to 16), more than a table of 8 holds."""
+    spec = experiment(tmp_path / "learned.json", copy_data, max_steps=3)
+    described = json.loads(spec.read_text())
+    described["model"].update(positions="learned", max_positions=8)
+    spec.write_text(json.dumps(described))
+    result = run_training(spec)
+    assert result.returncode == 0, result.stderr[-3000:]
+    longest = sum(len(s) == 8 for s in IndexedDataset(copy_data[0][0]))
+    assert 0 < longest < 3000
+    assert (
+        f"{longest} of 3000 training pairs are longer than a batch (600 tokens per process) or "
+        "the learned positions (max_positions 8) and are skipped"
+    ) in result.stderr
+    summary = json.loads((tmp_path / "learned" / "train.json").read_text())
+    assert summary["steps"] == 3 and math.isfinite(summary["dev_loss"])
 
 
 @pytest.mark.workflow

@@ -23,12 +23,20 @@ def round_up(length: int, multiple: int) -> int:
 
 
 def token_batches(
-    source_lengths, target_lengths, max_tokens: int, seed: int, epoch: int, pad_to: int = 1
+    source_lengths,
+    target_lengths,
+    max_tokens: int,
+    seed: int,
+    epoch: int,
+    pad_to: int = 1,
+    max_length: int | None = None,
 ) -> tuple[list[np.ndarray], int]:
-    """Shuffled batches of example indices, and how many examples were too long for any batch.
+    """Shuffled batches of example indices, and how many examples were too long to use: longer
+    (padded) than a batch's `max_tokens`, or than `max_length`, the model's position limit.
 
     Lengths count the sentence plus its EOS (source) or BOS/EOS (target).
     """
+    longest = max_tokens if max_length is None else min(max_tokens, max_length)
     source_lengths = np.asarray(source_lengths)
     target_lengths = np.asarray(target_lengths)
     rng = np.random.default_rng([seed, epoch])
@@ -39,7 +47,7 @@ def token_batches(
             round_up(source_lengths[index], pad_to),
             round_up(target_lengths[index], pad_to),
         )
-        if max(source, target) > max_tokens:
+        if max(source, target) > longest:
             too_long += 1
             continue
         grown = len(current) + 1

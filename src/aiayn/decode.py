@@ -89,12 +89,22 @@ def ranked_candidates(scores: torch.Tensor, count: int) -> tuple[torch.Tensor, t
 
 @torch.no_grad()
 def beam_search(
-    model: StepModel, source: torch.Tensor, source_lengths: torch.Tensor, settings: DecodeSettings
+    model: StepModel,
+    source: torch.Tensor,
+    source_lengths: torch.Tensor,
+    settings: DecodeSettings,
+    position_limit: int | None = None,
 ) -> list[Hypothesis]:
-    """Best hypothesis of every sentence of source (B, S); source_lengths (B,) exclude EOS."""
+    """Best hypothesis of every sentence of source (B, S); source_lengths (B,) exclude EOS.
+
+    With a `position_limit` (learned positions), BOS and the tokens after it must fit in it, as
+    in training: at most position_limit - 1 tokens come before EOS, whatever the offset allows.
+    """
     k, alpha = settings.beam_size, settings.alpha
     device, batch = source.device, source.size(0)
     max_length = source_lengths.to(device) + settings.max_length_offset  # (B,)
+    if position_limit is not None:
+        max_length = max_length.clamp(max=position_limit - 1)  # last input at max_length
     model.start(source, k)
     prefix = torch.full((batch * k, 1), BOS_ID, dtype=torch.long, device=device)
     alive = torch.full((batch, k), -math.inf, device=device)
@@ -229,10 +239,17 @@ def length_sorted_batches(
     return batches
 
 
-def source_batch(sentences: list[np.ndarray], pad_to: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
-    """Padded source ids (B, S) with EOS appended, as in training, and the lengths without EOS."""
+def source_batch(
+    sentences: list[np.ndarray], pad_to: int = 8, max_width: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Padded source ids (B, S) with EOS appended, as in training, and the lengths without EOS.
+
+    Padding stops at `max_width` (the model's position limit), which the sentences must fit.
+    """
     lengths = torch.tensor([len(s) for s in sentences])
     width = round_up(int(lengths.max()) + 1, pad_to)
+    if max_width is not None:
+        width = min(width, max_width)
     source = torch.full((len(sentences), width), PAD_ID, dtype=torch.long)
     for row, ids in enumerate(sentences):
         source[row, : len(ids)] = torch.as_tensor(np.asarray(ids, dtype=np.int64))

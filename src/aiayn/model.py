@@ -49,6 +49,12 @@ class TransformerConfig:
             )
 
     @property
+    def position_limit(self) -> int | None:
+        """The longest sequence the model can embed: a learned table ends at max_positions,
+        sinusoids go on (fairseq's max_source_positions / max_target_positions)."""
+        return self.max_positions if self.positions == "learned" else None
+
+    @property
     def head_dims(self) -> tuple[int, int]:
         default = self.d_model // self.n_heads
         return (self.d_k or default, self.d_v or default)

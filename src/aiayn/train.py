@@ -135,16 +135,23 @@ class Trainer:
     # Data -------------------------------------------------------------------------------------
     def batches_of_epoch(self, epoch: int) -> list:
         lengths = (self.train_source.lengths + 1, self.train_target.lengths + 1)
+        limit = self.exp.model.position_limit
         batches, too_long = token_batches(
             *lengths,
             self.batch_tokens,
             self.settings.seed,
             epoch,
             self.settings.pad_to_multiple,
+            limit,
         )
         if too_long and epoch == 0 and self.rank == 0:
             log.warning(
-                "%d training pairs are longer than tokens_per_batch and are skipped", too_long
+                "%d of %d training pairs are longer than a batch (%d tokens per process)%s "
+                "and are skipped",
+                too_long,
+                len(self.train_source),
+                self.batch_tokens,
+                "" if limit is None else f" or the learned positions (max_positions {limit})",
             )
         mine = shard(batches, self.rank, self.world)
         if not mine:
@@ -214,7 +221,14 @@ class Trainer:
     def evaluate(self) -> dict:
         self.engine.eval()
         lengths = (self.dev_source.lengths + 1, self.dev_target.lengths + 1)
-        batches, _ = token_batches(*lengths, self.batch_tokens, 0, 0, self.settings.pad_to_multiple)
+        batches, _ = token_batches(
+            *lengths,
+            self.batch_tokens,
+            0,
+            0,
+            self.settings.pad_to_multiple,
+            self.exp.model.position_limit,
+        )
         sums, tokens = torch.zeros(2, dtype=torch.float64, device=self.device), 0
         for indices in batches[self.rank :: self.world]:
             batch = collate(

@@ -20,6 +20,7 @@ from aiayn.decode import (
     length_sorted_batches,
     source_batch,
 )
+from aiayn.errors import InputError
 from aiayn.logs import progress
 from aiayn.model import Transformer, TransformerConfig
 
@@ -55,16 +56,18 @@ def translate(
     """Best hypothesis per source sentence (token ids without EOS), in input order, and timings."""
     device = next(model.parameters()).device
     lengths = np.array([len(s) for s in sentences])
+    limit = model.config.position_limit
+    check_fits(lengths, limit, desc)
     batches = length_sorted_batches(lengths, max(settings.batch_tokens, int(lengths.max()) + 8))
     stepper = IncrementalDecoder(model) if incremental else RecomputingDecoder(model)
     results: list[Hypothesis | None] = [None] * len(sentences)
     start = time.perf_counter()
     with progress(total=len(sentences), desc=desc, unit=" sentences") as bar, autocast(device):
         for indices in batches:
-            source, source_lengths = source_batch([sentences[i] for i in indices])
+            source, source_lengths = source_batch([sentences[i] for i in indices], max_width=limit)
             for index, hypothesis in zip(
                 indices,
-                beam_search(stepper, source.to(device), source_lengths, settings),
+                beam_search(stepper, source.to(device), source_lengths, settings, limit),
                 strict=True,
             ):
                 results[index] = hypothesis
@@ -86,6 +89,19 @@ def translate(
         ),
     }
     return results, timing
+
+
+def check_fits(lengths: np.ndarray, position_limit: int | None, desc: str) -> None:
+    """Stop before decoding when a source sentence (+ EOS) is longer than learned positions go."""
+    if position_limit is None or lengths.max() + 1 <= position_limit:
+        return
+    first = int(np.argmax(lengths + 1 > position_limit))
+    raise InputError(
+        f"{desc}: sentence {first + 1} is {lengths[first]} tokens long, {lengths[first] + 1} "
+        f"with EOS, but the model's learned positions stop at max_positions {position_limit} "
+        f"({int((lengths + 1 > position_limit).sum())} sentences are too long). Train with a "
+        "larger `max_positions` in the experiment's `overrides`, or sinusoidal positions."
+    )
 
 
 @torch.no_grad()
