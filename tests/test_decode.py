@@ -241,7 +241,7 @@ def test_a_source_longer_than_the_learned_positions_stops_with_the_sentence():
         translate(model, sentences, DecodeSettings(), desc="tiny/averaged/test")
     message = str(err.value)
     assert message.startswith("tiny/averaged/test: sentence 2 is 12 tokens long, 13 with EOS")
-    assert "max_positions 12 (2 sentences are too long)" in message
+    assert "max_positions 12 (too long: 2 of 3 sentences)" in message
 
 
 def test_decode_step_matches_the_full_decoder():

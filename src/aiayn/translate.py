@@ -95,12 +95,13 @@ def check_fits(lengths: np.ndarray, position_limit: int | None, desc: str) -> No
     """Stop before decoding when a source sentence (+ EOS) is longer than learned positions go."""
     if position_limit is None or lengths.max() + 1 <= position_limit:
         return
-    first = int(np.argmax(lengths + 1 > position_limit))
+    too_long = lengths + 1 > position_limit
+    first = int(np.argmax(too_long))
     raise InputError(
         f"{desc}: sentence {first + 1} is {lengths[first]} tokens long, {lengths[first] + 1} "
         f"with EOS, but the model's learned positions stop at max_positions {position_limit} "
-        f"({int((lengths + 1 > position_limit).sum())} sentences are too long). Train with a "
-        "larger `max_positions` in the experiment's `overrides`, or sinusoidal positions."
+        f"(too long: {int(too_long.sum())} of {len(lengths)} sentences). Train with a larger "
+        "`max_positions` in the experiment's `overrides`, or with sinusoidal positions."
     )
 
 
