@@ -58,7 +58,9 @@ def check_parallel(paths: tuple[str, str]) -> int:
     return counts[0]
 
 
-def nothing_kept(inputs: tuple[str, str], total: int, dropped: dict, settings) -> str:
+def nothing_kept(
+    inputs: tuple[str, str], total: int, dropped: dict, settings: CleanSettings
+) -> str:
     """Why no training pair passed the filters, and which settings decide it."""
     reasons = ", ".join(f"{reason} {count}" for reason, count in dropped.items() if count)
     return (
