@@ -44,8 +44,9 @@ def slurm_cluster():
     if first.returncode != 0:
         # The daemons are test machinery, not the product: one fresh start is fair, and the
         # first try's diagnostics stay visible in pytest's warnings summary.
-        said = first.stderr
-        warnings.warn(f"SLURM did not come up at once, starting it again:\n{said}", stacklevel=1)
+        warnings.warn(
+            f"SLURM did not come up at once, starting it again:\n{first.stderr}", stacklevel=1
+        )
         subprocess.run([SLURM / "down.sh"], check=False)
         subprocess.run([SLURM / "up.sh"], check=True)
     yield
