@@ -75,7 +75,7 @@ def test_batches_never_exceed_the_token_budget_and_cover_every_pair(pad_to):
 def test_pairs_longer_than_the_position_limit_are_skipped():
     source, target = np.array([5, 20, 8, 17]), np.array([6, 9, 16, 3])
     batches, too_long = token_batches(
-        source, target, max_tokens=1000, seed=1, epoch=0, pad_to=8, max_length=16
+        source, target, max_tokens=1000, seed=1, epoch=0, pad_to=8, position_limit=16
     )
     assert too_long == 2  # 20 and 17 pad to 24 positions; 16 fits exactly
     assert sorted(np.concatenate(batches).tolist()) == [0, 2]

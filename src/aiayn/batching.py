@@ -29,14 +29,14 @@ def token_batches(
     seed: int,
     epoch: int,
     pad_to: int = 1,
-    max_length: int | None = None,
+    position_limit: int | None = None,
 ) -> tuple[list[np.ndarray], int]:
     """Shuffled batches of example indices, and how many examples were too long to use: longer
-    (padded) than a batch's `max_tokens`, or than `max_length`, the model's position limit.
+    (padded) than a batch's `max_tokens`, or than the model's `position_limit`.
 
     Lengths count the sentence plus its EOS (source) or BOS/EOS (target).
     """
-    longest = max_tokens if max_length is None else min(max_tokens, max_length)
+    longest = max_tokens if position_limit is None else min(max_tokens, position_limit)
     source_lengths = np.asarray(source_lengths)
     target_lengths = np.asarray(target_lengths)
     rng = np.random.default_rng([seed, epoch])
