@@ -386,8 +386,39 @@ def test_learned_positions_skip_the_pairs_they_cannot_embed(tmp_path, copy_data)
         f"{longest} of 3000 training pairs are longer than a batch (600 tokens per process) or "
         "the learned positions (max_positions 8) and are skipped"
     ) in result.stderr
+    dev_longest = sum(len(s) == 8 for s in IndexedDataset(copy_data[1][0]))
+    assert 0 < dev_longest < 200
+    assert (
+        f"{dev_longest} of 200 dev pairs are longer than a batch (600 tokens per process) or "
+        "the learned positions (max_positions 8) and are left out of the dev loss"
+    ) in result.stderr
     summary = json.loads((tmp_path / "learned" / "train.json").read_text())
     assert summary["steps"] == 3 and math.isfinite(summary["dev_loss"])
+
+
+@pytest.mark.workflow
+def test_a_dev_split_with_no_pair_that_fits_stops_before_training(tmp_path, copy_data):
+    """Every dev pair is 9 tokens with EOS, more than learned positions of 8 hold: the run
+    used to train and then divide by zero dev tokens at its first evaluation."""
+    (tmp_path / "dev").mkdir()
+    for side in ("src", "tgt"):
+        write_indexed(tmp_path / "dev" / side, [[5, 6, 7, 8, 9, 10, 11, 12]] * 4, vocab_size=20)
+    dev = (str(tmp_path / "dev" / "src"), str(tmp_path / "dev" / "tgt"))
+    spec = experiment(tmp_path / "nodev.json", (copy_data[0], dev), max_steps=3)
+    described = json.loads(spec.read_text())
+    described["model"].update(positions="learned", max_positions=8)
+    spec.write_text(json.dumps(described))
+    result = run_training(spec)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert (
+        f"no dev pair can be scored: the dev split {dev[0]} holds 4 pairs, every one longer "
+        "than a batch (600 tokens per process) or the learned positions (max_positions 8). "
+        "Use a dev split with shorter sentences, or raise train.tokens_per_batch or "
+        "model.max_positions"
+    ) in result.stderr
+    assert "ZeroDivisionError" not in result.stderr
+    assert not (tmp_path / "nodev" / "train.json").exists()
+    assert not list((tmp_path / "nodev").glob("**/*.pt"))
 
 
 @pytest.mark.workflow

@@ -95,6 +95,7 @@ class Trainer:
         self.jsonl = experiment.run_dir / "train.jsonl"
         self.train_source, self.train_target = (IndexedDataset(p) for p in experiment.train_data)
         self.dev_source, self.dev_target = (IndexedDataset(p) for p in experiment.dev_data)
+        self.dev_batches = self.plan_dev_batches()
         self.state = {
             "step": 0,
             "epoch": 0,
@@ -146,12 +147,10 @@ class Trainer:
         )
         if too_long and epoch == 0 and self.rank == 0:
             log.warning(
-                "%d of %d training pairs are longer than a batch (%d tokens per process)%s "
-                "and are skipped",
+                "%d of %d training pairs are %s and are skipped",
                 too_long,
                 len(self.train_source),
-                self.batch_tokens,
-                "" if limit is None else f" or the learned positions (max_positions {limit})",
+                self.too_long_for(),
             )
         mine = shard(batches, self.rank, self.world)
         if not mine:
@@ -159,6 +158,41 @@ class Trainer:
                 f"no training batches for {self.world} processes: the training split is too small"
             )
         return mine
+
+    def too_long_for(self) -> str:
+        limit = self.exp.model.position_limit
+        learned = "" if limit is None else f" or the learned positions (max_positions {limit})"
+        return f"longer than a batch ({self.batch_tokens} tokens per process){learned}"
+
+    def plan_dev_batches(self) -> list:
+        """The dev loss's batches, planned once before training: a dev split none of whose
+        pairs fits would otherwise end the run in a division by zero at its first evaluation."""
+        batches, too_long = token_batches(
+            self.dev_source.lengths + 1,
+            self.dev_target.lengths + 1,
+            self.batch_tokens,
+            0,
+            0,
+            self.settings.pad_to_multiple,
+            self.exp.model.position_limit,
+        )
+        pairs, where = len(self.dev_source), self.exp.dev_data[0]
+        if not batches:
+            raise InputError(
+                f"no dev pair can be scored: the dev split {where} holds {pairs} pairs"
+                + (f", every one {self.too_long_for()}" if pairs else "")
+                + ". Use a dev split with shorter sentences, or raise train.tokens_per_batch"
+                + ("" if self.exp.model.position_limit is None else " or model.max_positions")
+                + " (either starts the run afresh)."
+            )
+        if too_long and self.rank == 0:
+            log.warning(
+                "%d of %d dev pairs are %s and are left out of the dev loss",
+                too_long,
+                pairs,
+                self.too_long_for(),
+            )
+        return batches
 
     def all_reduce(self, values: list[float]) -> list[float]:
         return sum_over_processes(values, self.world, self.device)
@@ -220,17 +254,8 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self) -> dict:
         self.engine.eval()
-        lengths = (self.dev_source.lengths + 1, self.dev_target.lengths + 1)
-        batches, _ = token_batches(
-            *lengths,
-            self.batch_tokens,
-            0,
-            0,
-            self.settings.pad_to_multiple,
-            self.exp.model.position_limit,
-        )
         sums, tokens = torch.zeros(2, dtype=torch.float64, device=self.device), 0
-        for indices in batches[self.rank :: self.world]:
+        for indices in self.dev_batches[self.rank :: self.world]:
             batch = collate(
                 self.dev_source, self.dev_target, indices, self.settings.pad_to_multiple
             ).to(self.device)
