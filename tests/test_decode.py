@@ -20,7 +20,7 @@ from aiayn.decode import (
 from aiayn.errors import InputError
 from aiayn.model import Transformer, build_config
 from aiayn.subword import EOS_ID
-from aiayn.translate import translate
+from aiayn.translate import encoder_attention, translate
 
 W1, W2 = 4, 5  # two "words" after pad 0, unk 1, bos 2, eos 3
 VOCAB = 6
@@ -242,6 +242,17 @@ def test_a_source_longer_than_the_learned_positions_stops_with_the_sentence():
     message = str(err.value)
     assert message.startswith("tiny/averaged/test: sentence 2 is 12 tokens long, 13 with EOS")
     assert "max_positions 12 (too long: 2 of 3 sentences)" in message
+
+
+def test_attention_maps_refuse_a_sentence_longer_than_the_learned_positions():
+    model = random_model(positions="learned", max_positions=12)
+    assert encoder_attention(model, list(range(4, 15))).shape == (2, 4, 12, 12)  # 11 + EOS fit
+    with pytest.raises(InputError) as err:
+        encoder_attention(model, list(range(4, 16)), desc="report.attention_sentences[0]")
+    assert str(err.value).startswith(
+        "report.attention_sentences[0] is 12 tokens long, 13 with EOS, but the model's learned "
+        "positions stop at max_positions 12"
+    )
 
 
 def test_decode_step_matches_the_full_decoder():

@@ -19,7 +19,8 @@ def main():
     first, dump = None, {}
     for number, sentence in enumerate(snakemake.params.sentences, start=1):
         ids = processor.encode(sentence)
-        every_layer = encoder_attention(model, ids)  # (layers, h, S + 1, S + 1), EOS last
+        desc = f"report.attention_sentences[{number - 1}] ({name}'s attention maps)"
+        every_layer = encoder_attention(model, ids, desc)  # (layers, h, S + 1, S + 1), EOS last
         weights = every_layer[layer]
         pieces = [*(processor.id_to_piece(i) for i in ids), "</s>"]
         dump[f"sentence{number}_weights"] = every_layer
