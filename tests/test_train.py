@@ -396,13 +396,31 @@ def test_learned_positions_skip_the_pairs_they_cannot_embed(tmp_path, copy_data)
     assert summary["steps"] == 3 and math.isfinite(summary["dev_loss"])
 
 
+DEV_TOO_LONG = (
+    "no dev pair can be scored: all 4 pairs of the dev split {dev} are longer than a batch (600 "
+    "tokens per process) or the learned positions (max_positions 8). Use a dev split with "
+    "shorter sentences, or raise the experiment's train.tokens_per_batch or its max_positions "
+    "(in `overrides`); either starts the run afresh."
+)
+
+
 @pytest.mark.workflow
-def test_a_dev_split_with_no_pair_that_fits_stops_before_training(tmp_path, copy_data):
-    """Every dev pair is 9 tokens with EOS, more than learned positions of 8 hold: the run
-    used to train and then divide by zero dev tokens at its first evaluation."""
+@pytest.mark.parametrize(
+    ("sentences", "message"),
+    [
+        ([[5, 6, 7, 8, 9, 10, 11, 12]] * 4, DEV_TOO_LONG),
+        ([], "the dev split {dev} is empty: the dev loss needs sentence pairs"),
+    ],
+    ids=["too-long", "empty"],
+)
+def test_a_dev_split_with_no_pair_that_fits_stops_before_training(
+    tmp_path, copy_data, sentences, message
+):
+    """Every dev pair is 9 tokens with EOS, more than learned positions of 8 hold, or there is
+    none: the run used to train and then divide by zero dev tokens at its first evaluation."""
     (tmp_path / "dev").mkdir()
     for side in ("src", "tgt"):
-        write_indexed(tmp_path / "dev" / side, [[5, 6, 7, 8, 9, 10, 11, 12]] * 4, vocab_size=20)
+        write_indexed(tmp_path / "dev" / side, sentences, vocab_size=20)
     dev = (str(tmp_path / "dev" / "src"), str(tmp_path / "dev" / "tgt"))
     spec = experiment(tmp_path / "nodev.json", (copy_data[0], dev), max_steps=3)
     described = json.loads(spec.read_text())
@@ -410,12 +428,7 @@ def test_a_dev_split_with_no_pair_that_fits_stops_before_training(tmp_path, copy
     spec.write_text(json.dumps(described))
     result = run_training(spec)
     assert result.returncode == 1, result.stderr[-3000:]
-    assert (
-        f"no dev pair can be scored: the dev split {dev[0]} holds 4 pairs, every one longer "
-        "than a batch (600 tokens per process) or the learned positions (max_positions 8). "
-        "Use a dev split with shorter sentences, or raise train.tokens_per_batch or "
-        "model.max_positions"
-    ) in result.stderr
+    assert message.format(dev=dev[0]) in result.stderr
     assert "ZeroDivisionError" not in result.stderr
     assert not (tmp_path / "nodev" / "train.json").exists()
     assert not list((tmp_path / "nodev").glob("**/*.pt"))

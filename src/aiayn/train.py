@@ -177,13 +177,16 @@ class Trainer:
             self.exp.model.position_limit,
         )
         pairs, where = len(self.dev_source), self.exp.dev_data[0]
+        if not pairs:
+            raise InputError(f"the dev split {where} is empty: the dev loss needs sentence pairs")
         if not batches:
+            learned = self.exp.model.position_limit is not None
             raise InputError(
-                f"no dev pair can be scored: the dev split {where} holds {pairs} pairs"
-                + (f", every one {self.too_long_for()}" if pairs else "")
-                + ". Use a dev split with shorter sentences, or raise train.tokens_per_batch"
-                + ("" if self.exp.model.position_limit is None else " or model.max_positions")
-                + " (either starts the run afresh)."
+                f"no dev pair can be scored: all {pairs} pairs of the dev split {where} are "
+                f"{self.too_long_for()}. Use a dev split with shorter sentences, or raise the "
+                "experiment's train.tokens_per_batch"
+                + (" or its max_positions (in `overrides`)" if learned else "")
+                + "; either starts the run afresh."
             )
         if too_long and self.rank == 0:
             log.warning(
