@@ -250,8 +250,8 @@ def test_attention_maps_refuse_a_sentence_longer_than_the_learned_positions():
     with pytest.raises(InputError) as err:
         encoder_attention(model, list(range(4, 16)), desc="report.attention_sentences[0]")
     assert str(err.value).startswith(
-        "report.attention_sentences[0] is 12 tokens long, 13 with EOS, but the model's learned "
-        "positions stop at max_positions 12"
+        "report.attention_sentences[0]: sentence 1 is 12 tokens long, 13 with EOS, but the "
+        "model's learned positions stop at max_positions 12"
     )
 
 

@@ -106,15 +106,11 @@ def check_fits(lengths: np.ndarray, position_limit: int | None, desc: str) -> No
 
 
 @torch.no_grad()
-def encoder_attention(model: Transformer, ids: list[int], desc: str = "the sentence") -> np.ndarray:
+def encoder_attention(
+    model: Transformer, ids: list[int], desc: str = "attention maps"
+) -> np.ndarray:
     """Encoder self-attention weights of one sentence (+EOS): (layers, heads, S, S)."""
-    limit = model.config.position_limit
-    if limit is not None and len(ids) + 1 > limit:
-        raise InputError(
-            f"{desc} is {len(ids)} tokens long, {len(ids) + 1} with EOS, but the model's learned "
-            f"positions stop at max_positions {limit}: shorten it, or train with a larger "
-            "`max_positions`."
-        )
+    check_fits(np.array([len(ids)]), model.config.position_limit, desc)
     device = next(model.parameters()).device
     source, _ = source_batch([np.asarray(ids)], pad_to=1)
     _, weights = model.encode(source.to(device), return_weights=True)
