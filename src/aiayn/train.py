@@ -136,14 +136,13 @@ class Trainer:
     # Data -------------------------------------------------------------------------------------
     def batches_of_epoch(self, epoch: int) -> list:
         lengths = (self.train_source.lengths + 1, self.train_target.lengths + 1)
-        limit = self.exp.model.position_limit
         batches, too_long = token_batches(
             *lengths,
             self.batch_tokens,
             self.settings.seed,
             epoch,
             self.settings.pad_to_multiple,
-            limit,
+            self.exp.model.position_limit,
         )
         if too_long and epoch == 0 and self.rank == 0:
             log.warning(
