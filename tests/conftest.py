@@ -1,4 +1,5 @@
-"""Shared fixtures: the real corpora in ../shared/data, and a scratch copy of the workflow."""
+"""Shared fixtures: the real corpora in ../shared/data, a scratch copy of the workflow, and the
+one-node SLURM cluster of tests/slurm/."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 PROJECT = Path(__file__).resolve().parents[1]
+SLURM_SCRIPTS = PROJECT / "tests" / "slurm"
 SHARED_DATA = Path(os.environ.get("AIAYN_SHARED_DATA", PROJECT.parent / "shared" / "data"))
 WORKFLOW_FILES = [
     "Snakefile",
@@ -22,6 +24,41 @@ WORKFLOW_FILES = [
     "schemas",
     "configs",
 ]
+
+
+def slurm_missing() -> str | None:
+    """Why this machine cannot run the test cluster of tests/slurm/up.sh, or None if it can."""
+    missing = [
+        tool for tool in ("slurmctld", "slurmd", "sbatch", "munged") if not shutil.which(tool)
+    ]
+    if missing:
+        return (
+            f"SLURM is not installed ({', '.join(missing)} missing): "
+            "apt-get install slurmctld slurmd slurm-client munge"
+        )
+    if os.geteuid() != 0:
+        return "tests/slurm/up.sh needs root"
+    return None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def slurm_controller():
+    """The test cluster, up for the whole session wherever SLURM is installed.
+
+    The SLURM tests submit to it, and every other snakemake run needs its controller to answer:
+    snakemake's slurm plugin runs `scontrol show config` when it loads, whatever the executor,
+    and with SLURM installed but no controller that call waits about 9 s before it fails, at
+    every snakemake start. Yields up.sh's result (None where SLURM cannot run here); the SLURM
+    tests' own fixture decides what a failed start means. A cluster that was up already (another
+    pytest session's) is left running.
+    """
+    if slurm_missing():
+        yield None
+        return
+    started = subprocess.run([SLURM_SCRIPTS / "up.sh"], capture_output=True, text=True)
+    yield started
+    if "already up" not in started.stdout:
+        subprocess.run([SLURM_SCRIPTS / "down.sh"], capture_output=True, check=False)
 
 
 def shared(*parts: str) -> Path:

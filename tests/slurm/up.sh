@@ -63,7 +63,9 @@ if ! pgrep -x munged > /dev/null; then
     mkdir -p /run/munge && chown munge:munge /run/munge
     runuser -u munge -- /usr/sbin/munged --force
 fi
-slurmctld
+# -c: start with no jobs. Without it a new cluster recovers the jobs of the last one from its
+# state folder (a test run that was stopped leaves some), and they hold the node's CPUs.
+slurmctld -c
 slurmd
 
 # The node is idle within a second here. CI once saw it not idle after 30 s, with no log kept:
