@@ -32,9 +32,10 @@ import torch
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT / "src"))
 
-from aiayn.decode import DecodeSettings  # noqa: E402
+from aiayn.decode_settings import DecodeSettings  # noqa: E402
 from aiayn.flops import device_name  # noqa: E402
-from aiayn.model import Transformer, build_config  # noqa: E402
+from aiayn.model import Transformer  # noqa: E402
+from aiayn.model_config import build_config  # noqa: E402
 from aiayn.subword import SubwordSettings, train_bpe  # noqa: E402
 from aiayn.translate import autocast, load_model, pick_device, translate  # noqa: E402
 

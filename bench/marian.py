@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from aiayn.decode import length_sorted_batches, source_batch
-from aiayn.model import Transformer, TransformerConfig, sinusoidal_positions
+from aiayn.model import Transformer, sinusoidal_positions
+from aiayn.model_config import TransformerConfig
 from aiayn.subword import BOS_ID, EOS_ID, PAD_ID
 
 

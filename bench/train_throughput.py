@@ -41,7 +41,8 @@ from aiayn.binarize import write_indexed  # noqa: E402
 from aiayn.flops import device_name, training_flops  # noqa: E402
 from aiayn.loader import BatchStream  # noqa: E402
 from aiayn.loss import label_smoothed_loss  # noqa: E402
-from aiayn.model import Transformer, build_config, sinusoidal_positions  # noqa: E402
+from aiayn.model import Transformer, sinusoidal_positions  # noqa: E402
+from aiayn.model_config import build_config  # noqa: E402
 from aiayn.subword import PAD_ID  # noqa: E402
 from aiayn.train import Trainer  # noqa: E402
 from aiayn.train_settings import Experiment, TrainSettings  # noqa: E402

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from aiayn.decode import DecodeSettings
-from aiayn.model import Transformer, build_config
+from aiayn.decode_settings import DecodeSettings
+from aiayn.model import Transformer
+from aiayn.model_config import build_config
 from aiayn.translate import translate
 from tests.conftest import PROJECT
 

@@ -12,10 +12,10 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from aiayn.data.clean import CleanSettings
-from aiayn.decode import DecodeSettings
+from aiayn.decode_settings import DecodeSettings
 from aiayn.errors import InputError
 from aiayn.experiments import resolve, resolve_evaluation
-from aiayn.model import TABLE3_ROWS
+from aiayn.model_config import TABLE3_ROWS
 from aiayn.subword import SubwordSettings
 from aiayn.train_settings import TrainSettings
 from tests.conftest import PROJECT, run_snakemake

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from aiayn.decode import (
-    DecodeSettings,
     IncrementalDecoder,
     RecomputingDecoder,
     beam_search,
@@ -17,8 +16,10 @@ from aiayn.decode import (
     length_sorted_batches,
     source_batch,
 )
+from aiayn.decode_settings import DecodeSettings
 from aiayn.errors import InputError
-from aiayn.model import Transformer, build_config
+from aiayn.model import Transformer
+from aiayn.model_config import build_config
 from aiayn.subword import EOS_ID
 from aiayn.translate import encoder_attention, translate
 

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from aiayn.flops import forward_flops, sustained_tflops, training_flops
-from aiayn.model import Transformer, build_config
+from aiayn.model import Transformer
+from aiayn.model_config import build_config
 
 
 @pytest.mark.parametrize("preset", ["tiny", "base", "A_h1", "B_dk16", "big"])

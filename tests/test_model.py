@@ -9,14 +9,13 @@ import pytest
 import torch
 
 from aiayn.model import (
-    TABLE3_ROWS,
     Embeddings,
     MultiHeadAttention,
     Transformer,
-    build_config,
     count_parameters,
     sinusoidal_positions,
 )
+from aiayn.model_config import TABLE3_ROWS, build_config
 from aiayn.report.paper import TABLE3
 from aiayn.report.params import params_table
 

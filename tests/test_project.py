@@ -32,6 +32,27 @@ def test_snakefmt_and_ruff_are_clean():
         assert result.returncode == 0, f"{' '.join(command)}:\n{result.stdout}{result.stderr}"
 
 
+def test_loading_the_workflow_imports_no_heavy_package():
+    """Snakemake parses the Snakefile at every start, and again inside every cluster job: what it
+    imports from aiayn must not pull in torch (about 2 s a start here) or its peers."""
+    sources = [PROJECT / "Snakefile", *sorted((PROJECT / "rules").glob("*.smk"))]
+    imports = [
+        line
+        for source in sources
+        for line in source.read_text().splitlines()
+        if line.startswith(("from aiayn", "import aiayn"))
+    ]
+    assert imports, "the workflow imports nothing from aiayn: this test checks nothing"
+    heavy = ["torch", "deepspeed", "sentencepiece", "numpy", "pandas", "matplotlib", "sacrebleu"]
+    check = "\n".join(["import sys", *imports, f"print(sorted(set({heavy}) & set(sys.modules)))"])
+    env = {**os.environ, "PYTHONPATH": str(PROJECT / "src")}
+    result = subprocess.run(
+        [sys.executable, "-c", check], cwd=PROJECT, capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", f"{imports} load {result.stdout.strip()}"
+
+
 def test_data_stages_benchmark_prints_bpe_and_binarization_figures():
     result = run(
         sys.executable, "bench/data_stages.py", "--sizes", "2000", "4000", "--bpe-sample", "1000"

@@ -20,7 +20,8 @@ from aiayn.checkpoint import average_weights, load_weights, save_weights, tag_of
 from aiayn.errors import InputError
 from aiayn.loader import BatchStream
 from aiayn.loss import label_smoothed_loss
-from aiayn.model import Transformer, TransformerConfig
+from aiayn.model import Transformer
+from aiayn.model_config import TransformerConfig
 from aiayn.schedule import inverse_sqrt_lr, lr_lambda
 from tests.conftest import PROJECT
 

@@ -7,7 +7,7 @@ import sentencepiece as spm
 import torch
 
 from aiayn.binarize import IndexedDataset
-from aiayn.decode import DecodeSettings
+from aiayn.decode_settings import DecodeSettings
 from aiayn.errors import InputError
 from aiayn.logs import run_stage, save_record
 from aiayn.textio import write_lines

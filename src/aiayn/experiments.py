@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from aiayn.decode import DecodeSettings
+from aiayn.decode_settings import DecodeSettings
 from aiayn.errors import InputError
-from aiayn.model import build_config
+from aiayn.model_config import build_config
 from aiayn.report.paper import TABLE3
 from aiayn.train_settings import TrainSettings
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from aiayn.model import TransformerConfig
+from aiayn.model_config import TransformerConfig
 
 
 def attention_flops(config: TransformerConfig, queries: int, keys: int, project_keys: bool) -> int:

@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from aiayn.model import TransformerConfig
+from aiayn.model_config import TransformerConfig
 
 
 @dataclass(frozen=True)

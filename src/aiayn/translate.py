@@ -12,7 +12,6 @@ import torch
 
 from aiayn.checkpoint import load_weights
 from aiayn.decode import (
-    DecodeSettings,
     Hypothesis,
     IncrementalDecoder,
     RecomputingDecoder,
@@ -20,9 +19,11 @@ from aiayn.decode import (
     length_sorted_batches,
     source_batch,
 )
+from aiayn.decode_settings import DecodeSettings
 from aiayn.errors import InputError
 from aiayn.logs import progress
-from aiayn.model import Transformer, TransformerConfig
+from aiayn.model import Transformer
+from aiayn.model_config import TransformerConfig
 
 
 def pick_device(name: str = "auto") -> torch.device:

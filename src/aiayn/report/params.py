@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from aiayn.model import PRESETS, TABLE3_ROWS, build_config, count_parameters
+from aiayn.model import count_parameters
+from aiayn.model_config import PRESETS, TABLE3_ROWS, build_config
 from aiayn.report.output import write_tables as write_formats
 from aiayn.report.paper import TABLE3
 from aiayn.report.tables import architecture

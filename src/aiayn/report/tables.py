@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from aiayn.model import TransformerConfig, build_config, count_parameters
+from aiayn.model import count_parameters
+from aiayn.model_config import TransformerConfig, build_config
 from aiayn.report.paper import (
     TABLE2,
     TABLE2_PAIRS,

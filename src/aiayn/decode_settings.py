@@ -1,0 +1,30 @@
+"""Decoding settings as the config spells them (section 6.1: beam 4, alpha 0.6, source + 50).
+
+Free of torch, so that the workflow can check an experiment's `decode` entry when snakemake
+starts without importing torch (see model_config.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    search: str = "beam"  # or "greedy": stop at the first EOS of the single best path
+    beam: int = 4
+    alpha: float = 0.6
+    max_length_offset: int = 50  # at most source length + this many tokens before EOS
+    batch_tokens: int = 4000  # source tokens (padded) per batch of sentences
+
+    def __post_init__(self):
+        if self.search not in ("beam", "greedy"):
+            raise ValueError(f"decode.search must be 'beam' or 'greedy', not {self.search!r}")
+        if self.beam < 1 or self.batch_tokens < 1 or self.max_length_offset < 0:
+            raise ValueError(
+                "decode.beam and decode.batch_tokens must be >= 1, max_length_offset >= 0"
+            )
+
+    @property
+    def beam_size(self) -> int:
+        return 1 if self.search == "greedy" else self.beam
