@@ -131,6 +131,19 @@ def test_editing_stage_code_reruns_that_stage(built):
     assert files("clean", *ALL_SPLITS) <= changed and not files("raw", *ALL_SPLITS) & changed
 
 
+def test_touch_records_an_edit_that_changes_no_result_without_rerunning(built):
+    """The README's way to keep finished outputs after an update that cannot change them."""
+    contents = {path: (built / path).read_bytes() for path in snapshot(built)}
+    with open(built / "src/aiayn/data/clean.py", "a") as handle:
+        handle.write("\n# a comment: no result changes\n")
+    planned = run_snakemake(built, "-n")
+    assert "Params have changed" in planned.stdout + planned.stderr
+    run_snakemake(built, "--touch")
+    assert {path: (built / path).read_bytes() for path in snapshot(built)} == contents
+    result = run_snakemake(built, "-n")
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
 def use_only_dataset(root: Path, name: str, spec: dict) -> None:
     """Add a dataset to the config and make it the only one `snakemake` prepares."""
     edit_config(root, lambda c: c.update(prepare=[name], datasets={**c["datasets"], name: spec}))
