@@ -147,9 +147,15 @@ def stage_sacrebleu_cache(cache: Path) -> Path:
     return cache
 
 
+def edit_config(root: Path, edit) -> None:
+    """Apply `edit` (a function of the parsed config) to the config.yaml of a workflow copy."""
+    config = yaml.safe_load((root / "config.yaml").read_text())
+    edit(config)
+    (root / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
 def quick_experiment(root: Path, name: str = "quick", processes: int = 1, **train) -> None:
     """Replace the config's experiments by one very small model trained for a few steps."""
-    config = yaml.safe_load((root / "config.yaml").read_text())
     settings = {
         "max_steps": 30,
         "warmup_steps": 20,
@@ -162,14 +168,12 @@ def quick_experiment(root: Path, name: str = "quick", processes: int = 1, **trai
         "dev_every_steps": 10,
         **train,
     }
-    config["experiments"] = [
-        {
-            "name": name,
-            "dataset": "toy",
-            "model": "tiny",
-            "overrides": {"d_model": 32, "d_ff": 64, "n_heads": 2},
-            "processes": processes,
-            "train": settings,
-        }
-    ]
-    (root / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    experiment = {
+        "name": name,
+        "dataset": "toy",
+        "model": "tiny",
+        "overrides": {"d_model": 32, "d_ff": 64, "n_heads": 2},
+        "processes": processes,
+        "train": settings,
+    }
+    edit_config(root, lambda config: config.update(experiments=[experiment]))

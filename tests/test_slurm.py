@@ -23,6 +23,7 @@ from tests.conftest import (
     PROJECT,
     SLURM_SCRIPTS,
     copy_project,
+    edit_config,
     quick_experiment,
     run_snakemake,
     slurm_missing,
@@ -90,10 +91,11 @@ def test_the_test_profile_differs_from_the_shipped_one_only_in_limits():
 
 
 def keep_experiments(root: Path, *names: str) -> None:
-    config = yaml.safe_load((root / "config.yaml").read_text())
-    config["experiments"] = [e for e in config["experiments"] if e["name"] in names]
-    assert [e["name"] for e in config["experiments"]] == list(names)
-    (root / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    def keep(config):
+        config["experiments"] = [e for e in config["experiments"] if e["name"] in names]
+        assert [e["name"] for e in config["experiments"]] == list(names)
+
+    edit_config(root, keep)
 
 
 # The default pipeline with two of its four experiments: every rule still runs, the trainings

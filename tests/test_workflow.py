@@ -7,11 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 from aiayn.binarize import IndexedDataset
 from aiayn.subword import load
-from tests.conftest import PROJECT, run_snakemake, shared, stage_sacrebleu_cache
+from tests.conftest import PROJECT, edit_config, run_snakemake, shared, stage_sacrebleu_cache
 
 pytestmark = pytest.mark.workflow
 
@@ -27,12 +26,6 @@ def snapshot(root: Path) -> dict[str, int]:
 
 def rewritten(before: dict[str, int], after: dict[str, int]) -> set[str]:
     return {path for path, mtime in after.items() if before.get(path) != mtime}
-
-
-def edit_config(root: Path, edit) -> None:
-    config = yaml.safe_load((root / "config.yaml").read_text())
-    edit(config)
-    (root / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
 
 def files(stage: str, *splits: str, suffixes=("en", "de", "json")) -> set[str]:
