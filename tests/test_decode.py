@@ -300,4 +300,26 @@ def test_beams_share_their_sentence_memory_and_leave_with_it():
     decoder.keep(torch.tensor([1, 0, 3, 2, 8, 8, 9, 10]))  # sentences 0 and 2 stay, reordered beams
     assert decoder.cache[1]["memory_v"].size(0) == 2 and decoder.memory_mask.size(0) == 2
     assert torch.equal(decoder.cache[1]["memory_v"][1], memory_of_last)
-    assert decoder.cache[1]["self_v"].size(0) == 8
+
+
+@torch.no_grad()  # as beam_search runs it
+def test_kept_hypotheses_continue_from_their_own_cached_keys_and_values():
+    """keep() reorders the beams (gathered at the next step, with the new position appended);
+    each row then continues the hypothesis it was given, as the full decoder on that prefix."""
+    model = random_model()
+    source, _ = source_batch([np.array([5, 6, 7]), np.array([8, 9]), np.array([10])])
+    decoder = IncrementalDecoder(model)
+    decoder.start(source, beam=4)
+    prefix = torch.tensor([[2]] * 12)
+    decoder.log_probs(prefix)
+    prefix = torch.cat([prefix, torch.arange(20, 32).view(12, 1)], dim=1)  # a token per beam
+    decoder.log_probs(prefix)
+    rows = torch.tensor([1, 0, 3, 3, 8, 8, 11, 10])  # sentences 0 and 2, beams reordered
+    decoder.keep(rows)
+    decoder.keep(torch.tensor([4, 5, 6, 7]))  # twice before a step: sentence 2 stays
+    prefix = torch.cat([prefix[rows][4:], torch.tensor([[33], [34], [35], [36]])], dim=1)
+    step = decoder.log_probs(prefix)  # (4, V)
+    assert decoder.cache[1]["self_v"].shape[:3] == (4, 4, 3)  # rows, heads, positions
+    sources = source[[2, 2, 2, 2]]
+    full = model.decode(prefix, model.encode(sources), sources)[:, -1].log_softmax(-1)
+    torch.testing.assert_close(step, full, rtol=1e-5, atol=1e-5)

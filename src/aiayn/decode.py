@@ -164,13 +164,19 @@ class IncrementalDecoder:
         self.beam = beam
         self.memory_mask = self.model.source_mask(source)  # (B, 1, 1, S)
         self.cache = self.model.start_cache(self.model.encode(source))
+        self.reorder = None
 
     def log_probs(self, prefix: torch.Tensor) -> torch.Tensor:
         position = prefix.size(1) - 1
-        logits = self.model.decode_step(prefix[:, -1:], position, self.cache, self.memory_mask)
+        logits = self.model.decode_step(
+            prefix[:, -1:], position, self.cache, self.memory_mask, self.reorder
+        )
+        self.reorder = None
         return F.log_softmax(logits.float(), dim=-1)
 
     def keep(self, rows: torch.Tensor) -> None:
+        """Sentences that left drop their memory now; the kept hypotheses' cached keys/values
+        are gathered at the next step, in the same pass that appends the new position."""
         sentences = rows[:: self.beam] // self.beam  # each block of beam rows is one sentence
         if sentences.numel() != self.memory_mask.size(0):
             self.memory_mask = self.memory_mask[sentences]
@@ -179,8 +185,7 @@ class IncrementalDecoder:
                     layer["memory_k"][sentences],
                     layer["memory_v"][sentences],
                 )
-        for layer in self.cache:
-            layer["self_k"], layer["self_v"] = layer["self_k"][rows], layer["self_v"][rows]
+        self.reorder = rows if self.reorder is None else self.reorder[rows]
 
 
 class RecomputingDecoder:
