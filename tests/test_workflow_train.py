@@ -18,7 +18,7 @@ import pytest
 import torch
 import yaml
 
-from tests.conftest import copy_project, quick_experiment, run_snakemake
+from tests.conftest import copy_project, edit_config, quick_experiment, run_snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -108,10 +108,7 @@ def test_default_config_fills_results_and_the_report(default_run):
 
 
 def test_a_decoding_setting_reruns_decode_score_and_report_but_not_training(default_run):
-    config_path = default_run / "config.yaml"
-    config = yaml.safe_load(config_path.read_text())
-    config["experiments"][0]["decode"] = {"alpha": 1.0}  # experiment tiny only
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    edit_config(default_run, lambda c: c["experiments"][0].update(decode={"alpha": 1.0}))  # tiny
     trained = mtimes(default_run, "runs/*/train.json") | mtimes(default_run, "runs/*/averaged.pt")
     others = mtimes(default_run, "runs/tiny_*/decode/*/*")
     plan = run_snakemake(default_run, "-n").stdout
@@ -190,9 +187,7 @@ def test_editing_model_code_retrains_but_keeps_the_data(project_copy):
 
 def test_an_unknown_dev_split_is_a_clear_error(project_copy):
     quick_experiment(project_copy)
-    config = yaml.safe_load((project_copy / "config.yaml").read_text())
-    config["experiments"][0]["dev_split"] = "valid"
-    (project_copy / "config.yaml").write_text(yaml.safe_dump(config))
+    edit_config(project_copy, lambda c: c["experiments"][0].update(dev_split="valid"))
     result = run_snakemake(project_copy, "-n", check=False)
     assert result.returncode != 0
     assert (
