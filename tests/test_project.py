@@ -139,12 +139,15 @@ def test_decode_speed_benchmark_compares_ours_with_recomputing_and_hf_generate(t
         "12",
         "--vocab",
         "1000",
+        "--repeats",
+        "3",
         "--profile",
         str(tmp_path / "profile.txt"),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads(result.stdout.strip().splitlines()[-1])
     assert record["source"] == "newstest2014.en-de.en, 12 sentences" and record["beam"] == 4
+    assert record["repeats"] == 3
     profile = (tmp_path / "profile.txt").read_text()
     assert "self_cpu_time_total" in profile and "aten::" in profile
     for decoder in ("ours_cached", "naive_recompute"):
