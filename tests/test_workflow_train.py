@@ -108,7 +108,8 @@ def test_default_config_fills_results_and_the_report(default_run):
 
 
 def test_a_decoding_setting_reruns_decode_score_and_report_but_not_training(default_run):
-    edit_config(default_run, lambda c: c["experiments"][0].update(decode={"alpha": 1.0}))  # tiny
+    # experiment tiny only
+    edit_config(default_run, lambda c: c["experiments"][0].update(decode={"alpha": 1.0}))
     trained = mtimes(default_run, "runs/*/train.json") | mtimes(default_run, "runs/*/averaged.pt")
     others = mtimes(default_run, "runs/tiny_*/decode/*/*")
     plan = run_snakemake(default_run, "-n").stdout

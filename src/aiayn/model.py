@@ -299,7 +299,7 @@ class Transformer(nn.Module):
         y = self.embeddings(last_tokens, offset=position)  # (R, 1, d_model)
         for layer, layer_cache in zip(self.decoder, cache, strict=True):
             y = layer.step(y, layer_cache, memory_mask, reorder)
-        return F.linear(y[:, -1], self.embeddings.tokens.weight)  # (B, V)
+        return F.linear(y[:, -1], self.embeddings.tokens.weight)  # (R, V)
 
 
 def count_parameters(config: TransformerConfig) -> int:
