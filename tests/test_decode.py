@@ -18,7 +18,7 @@ from aiayn.decode import (
 )
 from aiayn.decode_settings import DecodeSettings
 from aiayn.errors import InputError
-from aiayn.model import Transformer
+from aiayn.model import Transformer, appended
 from aiayn.model_config import build_config
 from aiayn.subword import EOS_ID
 from aiayn.translate import encoder_attention, translate
@@ -323,3 +323,14 @@ def test_kept_hypotheses_continue_from_their_own_cached_keys_and_values():
     sources = source[[2, 2, 2, 2]]
     full = model.decode(prefix, model.encode(sources), sources)[:, -1].log_softmax(-1)
     torch.testing.assert_close(step, full, rtol=1e-5, atol=1e-5)
+
+
+def test_appending_to_the_cache_is_the_same_with_and_without_gradients():
+    """The one-copy gather (out=, no autograd) and the index-and-concatenate it replaced agree."""
+    past, new = torch.randn(5, 2, 3, 4), torch.randn(4, 2, 1, 4)
+    rows = torch.tensor([4, 0, 0, 2])
+    expected = torch.cat([past[rows], new], dim=2)
+    with torch.no_grad():
+        assert torch.equal(appended(past, new, rows), expected)
+    tracked = appended(past.requires_grad_(), new, rows)
+    assert tracked.requires_grad and torch.equal(tracked.detach(), expected)
