@@ -18,7 +18,8 @@ from aiayn.decode import (
 )
 from aiayn.decode_settings import DecodeSettings
 from aiayn.errors import InputError
-from aiayn.model import Transformer, appended
+from aiayn.incremental import appended, decode_step, start_cache
+from aiayn.model import Transformer
 from aiayn.model_config import build_config
 from aiayn.subword import EOS_ID
 from aiayn.translate import encoder_attention, translate
@@ -262,9 +263,9 @@ def test_decode_step_matches_the_full_decoder():
     target = torch.tensor([[2, 10, 11, 12], [2, 13, 14, 15]])
     memory = model.encode(source)
     full = model.decode(target, memory, source)  # (B, T, V)
-    cache, mask = model.start_cache(memory), model.source_mask(source)
+    cache, mask = start_cache(model, memory), model.source_mask(source)
     for position in range(target.size(1)):
-        step = model.decode_step(target[:, position : position + 1], position, cache, mask)
+        step = decode_step(model, target[:, position : position + 1], position, cache, mask)
         torch.testing.assert_close(step, full[:, position], rtol=1e-5, atol=1e-5)
 
 

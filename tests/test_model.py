@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+from aiayn.incremental import decode_step, start_cache
 from aiayn.model import (
     Embeddings,
     MultiHeadAttention,
@@ -55,8 +56,8 @@ def test_bf16_parameters_with_fp32_buffers_run_in_bf16(positions):
     source, target = batch()
     assert model(source, target).dtype == torch.bfloat16
     memory = model.encode(source)
-    cache = model.start_cache(memory)
-    step = model.decode_step(target[:, :1], 0, cache, model.source_mask(source))
+    cache = start_cache(model, memory)
+    step = decode_step(model, target[:, :1], 0, cache, model.source_mask(source))
     assert step.dtype == torch.bfloat16
 
 
@@ -176,8 +177,8 @@ def test_attention_never_runs_on_cudnn(monkeypatch):
     model = tiny_model()
     source, target = batch()
     model(source, target).sum().backward()
-    cache = model.start_cache(model.encode(source))
-    model.decode_step(target[:, :1], 0, cache, model.source_mask(source))
+    cache = start_cache(model, model.encode(source))
+    decode_step(model, target[:, :1], 0, cache, model.source_mask(source))
     layers = model.config.n_layers
     assert len(cudnn_enabled_at_call) == 3 * layers + 3 * layers  # training, then one step
     assert not any(cudnn_enabled_at_call)

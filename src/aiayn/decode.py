@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 from aiayn.batching import round_up
 from aiayn.decode_settings import DecodeSettings
+from aiayn.incremental import decode_step, start_cache
 from aiayn.subword import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -163,13 +164,13 @@ class IncrementalDecoder:
     def start(self, source: torch.Tensor, beam: int) -> None:
         self.beam = beam
         self.memory_mask = self.model.source_mask(source)  # (B, 1, 1, S)
-        self.cache = self.model.start_cache(self.model.encode(source))
+        self.cache = start_cache(self.model, self.model.encode(source))
         self.reorder = None
 
     def log_probs(self, prefix: torch.Tensor) -> torch.Tensor:
         position = prefix.size(1) - 1
-        logits = self.model.decode_step(
-            prefix[:, -1:], position, self.cache, self.memory_mask, self.reorder
+        logits = decode_step(
+            self.model, prefix[:, -1:], position, self.cache, self.memory_mask, self.reorder
         )
         self.reorder = None
         return F.log_softmax(logits.float(), dim=-1)
