@@ -265,11 +265,21 @@ def best_of_two_rounds(config, corpus, args, device):
     return best
 
 
+def utilisation(flops_per_s: float, datasheet_tflops, measured_tflops) -> dict:
+    """Model-FLOPs utilisation against the data sheet's dense bf16 peak (None where the device
+    is not in PEAK_TFLOPS) and, when given, against the rate measured on this device."""
+    datasheet = round(flops_per_s / (datasheet_tflops * 1e12), 4) if datasheet_tflops else None
+    figures = {"mfu": datasheet}
+    if measured_tflops:
+        figures["mfu_vs_measured_peak"] = round(flops_per_s / (measured_tflops * 1e12), 4)
+    return figures
+
+
 def peer_figures(marian_tps, ours_tps, mfu) -> dict:
     if marian_tps is None:
         return {"hf_marian": "skipped: transformers is not installed"}
     return {
-        "hf_marian": {"target_tokens_per_s": round(marian_tps), "mfu": mfu(marian_tps)},
+        "hf_marian": {"target_tokens_per_s": round(marian_tps), **mfu(marian_tps)},
         "speedup_vs_hf": round(ours_tps / marian_tps, 2),
     }
 
@@ -279,7 +289,7 @@ def compiled_figures(compiled, ours_tps, mfu) -> dict:
         return {}
     tokens_per_s = compiled[0]
     return {
-        "ours_compiled": {"target_tokens_per_s": round(tokens_per_s), "mfu": mfu(tokens_per_s)},
+        "ours_compiled": {"target_tokens_per_s": round(tokens_per_s), **mfu(tokens_per_s)},
         "compile_speedup": round(tokens_per_s / ours_tps, 2),
     }
 
@@ -300,7 +310,14 @@ def main() -> None:
     parser.add_argument(
         "--compile", action="store_true", help="also run ours with train.compile (torch.compile)"
     )
+    parser.add_argument(
+        "--measured-peak-tflops",
+        type=float,
+        help="the device's measured bf16 matmul rate (bench/gpu_suite.py's device part): MFU "
+        "is then also given against it, beside the data-sheet peak",
+    )
     parser.add_argument("--save", action="store_true")
+    parser.add_argument("--out", type=Path, help="also write the JSON record to this file")
     args = parser.parse_args()
 
     from aiayn.engine import init_process
@@ -317,7 +334,7 @@ def main() -> None:
         flops_per_token = real_flops_per_token(config, corpus, args)
 
         def mfu(tokens_per_s, flops_per_token=flops_per_token):
-            return round(tokens_per_s * flops_per_token / (peak * 1e12), 4) if peak else None
+            return utilisation(tokens_per_s * flops_per_token, peak, args.measured_peak_tflops)
 
         results.append(
             {
@@ -325,10 +342,10 @@ def main() -> None:
                 "tokens_per_step": args.tokens,
                 "precision": "bf16" if bf16 else "fp32",
                 "model_flops_per_target_token": round(flops_per_token),
-                "ours": {"target_tokens_per_s": round(ours_tps), "mfu": mfu(ours_tps)},
+                "ours": {"target_tokens_per_s": round(ours_tps), **mfu(ours_tps)},
                 "naive_fp32_nn_transformer": {
                     "target_tokens_per_s": round(naive_tps),
-                    "mfu": mfu(naive_tps),
+                    **mfu(naive_tps),
                 },
                 "speedup": round(ours_tps / naive_tps, 2),
                 **peer_figures(marian_tps, ours_tps, mfu),
@@ -339,11 +356,14 @@ def main() -> None:
         "bench": "train_throughput",
         "device": name,
         "peak_tflops": peak,
+        "measured_peak_tflops": args.measured_peak_tflops,
         **provenance.stamp(),
         "steps": args.steps,
         "results": results,
     }
     print(json.dumps(record))
+    if args.out:
+        args.out.write_text(json.dumps(record) + "\n")
     if args.save:
         kind = "gpu" if device.type == "cuda" else "cpu"
         provenance.save(record, kind)
