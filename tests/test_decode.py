@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from aiayn.decode import (
     IncrementalDecoder,
@@ -267,6 +268,21 @@ def test_decode_step_matches_the_full_decoder():
     for position in range(target.size(1)):
         step = decode_step(model, target[:, position : position + 1], position, cache, mask)
         torch.testing.assert_close(step, full[:, position], rtol=1e-5, atol=1e-5)
+
+
+@torch.no_grad()
+def test_the_search_ranks_fp32_logits_under_bf16_autocast():
+    """On a GPU decoding runs under bf16 autocast; the pre-softmax projection stays fp32, since
+    bf16 logits round by up to 0.125 and reorder beams that close (CPU autocast stands in)."""
+    model = random_model()
+    source, _ = source_batch([np.array([5, 6, 7]), np.array([8, 9])])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cache, mask = start_cache(model, model.encode(source)), model.source_mask(source)
+        logits = decode_step(model, torch.tensor([[2], [2]]), 0, cache, mask)
+        projected = F.linear(torch.ones(1, 32), model.embeddings.tokens.weight)
+    assert projected.dtype == torch.bfloat16  # what the projection gave under autocast
+    assert logits.dtype == torch.float32
+    assert not torch.equal(logits, logits.bfloat16().float())  # not bf16 figures widened
 
 
 def test_batches_are_sorted_by_length_and_within_the_budget():

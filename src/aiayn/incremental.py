@@ -37,7 +37,15 @@ def decode_step(
     y = model.embeddings(last_tokens, offset=position)  # (R, 1, d_model)
     for layer, layer_cache in zip(model.decoder, cache, strict=True):
         y = layer_step(layer, y, layer_cache, memory_mask, reorder)
-    return F.linear(y[:, -1], model.embeddings.tokens.weight)  # (R, V)
+    return output_logits(model, y[:, -1])  # (R, V)
+
+
+def output_logits(model: Transformer, y: torch.Tensor) -> torch.Tensor:
+    """The pre-softmax projection of y (R, d_model) in fp32, also under bf16 autocast: bf16
+    logits are rounded by up to 0.125 at the sizes logits take, enough to reorder beams whose
+    scores are that close, so the search ranks the fp32 figures."""
+    with torch.autocast(y.device.type, enabled=False):
+        return F.linear(y.float(), model.embeddings.tokens.weight.float())  # (R, V)
 
 
 def layer_step(layer: DecoderLayer, y, cache: dict, memory_mask, reorder=None):
