@@ -59,12 +59,17 @@ def dist(eos=0.0, w1=0.0, w2=0.0):
     return [0.0, 0.0, 0.0, eos, w1, w2]
 
 
-def search(model, source_lengths=(1,), first_tokens=None, **settings):
+def search_inputs(source_lengths, first_tokens=None):
     first_tokens = first_tokens or [7] * len(source_lengths)
     source = torch.full((len(source_lengths), 2), EOS_ID)
     source[:, 0] = torch.tensor(first_tokens)
+    return source, torch.tensor(source_lengths)
+
+
+def search(model, source_lengths=(1,), first_tokens=None, **settings):
     options = {"beam": 2, "max_length_offset": 2, **settings}
-    return beam_search(model, source, torch.tensor(source_lengths), DecodeSettings(**options))
+    inputs = search_inputs(source_lengths, first_tokens)
+    return beam_search(model, *inputs, DecodeSettings(**options))
 
 
 # Step 0: EOS 0.5 or W1 0.5; after W1: EOS 0.9. The empty output has log(0.5) at length 1 (lp 1);
@@ -172,6 +177,54 @@ def test_a_batch_gives_each_sentence_its_own_result_and_drops_finished_ones():
     assert model.rows_seen == [4, 2, 2]  # sentence 1 left after step 0
     (alone,) = search(TableModel(table), (3,), first_tokens=[8], alpha=0.0)
     assert alone.tokens == second.tokens and alone.score == pytest.approx(second.score)
+
+
+def test_finished_sentences_kept_in_the_batch_for_a_few_steps_change_nothing():
+    """On a GPU the search drops finished sentences every few steps (deciding which left waits
+    for the device): until then their rows are computed but never recorded."""
+    table = {
+        **TWO_PATHS,
+        (8, ()): dist(w2=0.9, eos=0.1),
+        (8, (W2,)): dist(w2=0.9, eos=0.1),
+        (8, (W2, W2)): dist(eos=1.0),
+    }
+    model = TableModel(table, default=dist(eos=1.0))  # what the kept finished rows go on to ask
+    first, second = beam_search(
+        model,
+        *search_inputs((1, 3), first_tokens=[7, 8]),
+        DecodeSettings(beam=2, max_length_offset=2, alpha=0.0),
+        drop_every=2,
+    )
+    assert first.tokens == [] and first.score == pytest.approx(math.log(0.5))
+    assert second.tokens == [W2, W2] and second.score == pytest.approx(math.log(0.81))
+    # Sentence 1 finished at step 0 and left after step 1; sentence 2 finished at step 2, and the
+    # search saw it after step 3 (each step: 2 hypotheses per sentence in the batch).
+    assert model.rows_seen == [4, 4, 2, 2]
+
+
+def test_greedy_keeps_its_first_eos_while_the_finished_sentence_stays_in_the_batch():
+    """Greedy search stops at its first EOS, even where a longer output would score better."""
+    table = {(7, ()): dist(eos=0.6, w1=0.4), (7, (W1,)): dist(eos=1.0)}
+    model = TableModel(table, default=dist(eos=1.0))
+    settings = DecodeSettings(search="greedy", alpha=6.0, max_length_offset=3)
+    (best,) = beam_search(model, *search_inputs((1,)), settings, drop_every=2)
+    assert model.rows_seen == [1, 1]  # the finished sentence stayed for step 1
+    assert best.tokens == [] and best.score == pytest.approx(math.log(0.6))
+
+
+@pytest.mark.parametrize("drop_every", [2, 3, 50])
+def test_the_transformer_translates_the_same_whenever_finished_sentences_leave(drop_every):
+    model = random_model()
+    rng = np.random.default_rng(0)
+    sentences = [rng.integers(4, 40, size=n) for n in (3, 9, 5, 1, 7, 2)]
+    source, lengths = source_batch(sentences)
+    settings = DecodeSettings(beam=3, max_length_offset=6)
+    each_step = beam_search(IncrementalDecoder(model), source, lengths, settings, drop_every=1)
+    later = beam_search(IncrementalDecoder(model), source, lengths, settings, drop_every=drop_every)
+    assert [h.tokens for h in later] == [h.tokens for h in each_step]
+    for a, b in zip(later, each_step, strict=True):
+        assert a.score == pytest.approx(b.score, abs=1e-5)
+    assert len({len(h.tokens) for h in each_step}) > 1  # sentences did finish at different steps
 
 
 def exhaustive_best(table, max_tokens, alpha):

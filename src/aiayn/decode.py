@@ -15,7 +15,9 @@ Conventions (those of tensor2tensor and fairseq):
 - A sentence stops as soon as no live hypothesis can beat its best finished one: log
   probabilities only fall as tokens are added, so a live hypothesis' best possible score is its
   log probability over the largest length penalty it could still reach. Finished sentences leave
-  the batch, so the remaining ones decode faster.
+  the batch (every step on a CPU, every few on a GPU), so the remaining ones decode faster.
+- The search's state (scores, the best finished hypothesis of each sentence) stays on the
+  device: the host reads it only to decide which sentences leave, and once at the end.
 - Equal scores are ranked by lower beam index, then lower token id; among equally scored
   finished hypotheses the first found wins.
 """
@@ -68,6 +70,45 @@ def ranked_candidates(scores: torch.Tensor, count: int) -> tuple[torch.Tensor, t
     return top_scores, top_index.gather(1, by_score)
 
 
+class Finished:
+    """The best finished hypothesis of each sentence, kept on the search's device so that
+    recording one needs no round trip to the host."""
+
+    def __init__(self, batch: int, longest: int, device: torch.device):
+        self.score = torch.full((batch,), -math.inf, device=device)
+        self.log_prob = torch.full((batch,), -math.inf, device=device)
+        self.length = torch.zeros(batch, dtype=torch.long, device=device)
+        self.tokens = torch.full((batch, longest), PAD_ID, dtype=torch.long, device=device)
+
+    def offer(self, sentences, score, log_prob, tokens) -> None:
+        """Each sentence's best hypothesis ended at this step: score, log_prob (n,), tokens
+        (n, t), or score -inf for none. Only a strictly better one replaces the best so far, so
+        among equal scores the first found stays."""
+        better = score > self.score[sentences]  # (n,)
+        self.score[sentences] = torch.where(better, score, self.score[sentences])
+        self.log_prob[sentences] = torch.where(better, log_prob, self.log_prob[sentences])
+        length = tokens.size(1)
+        self.length[sentences] = torch.where(better, length, self.length[sentences])
+        kept = self.tokens[sentences, :length]
+        self.tokens[sentences, :length] = torch.where(better.unsqueeze(1), tokens, kept)
+
+    def hypotheses(self) -> list[Hypothesis]:
+        rows = zip(
+            self.tokens.tolist(),
+            self.length.tolist(),
+            self.log_prob.tolist(),
+            self.score.tolist(),
+            strict=True,
+        )
+        return [Hypothesis(t[:n], log_p, score) for t, n, log_p, score in rows]
+
+
+def default_drop_every(device: torch.device) -> int:
+    """Finished sentences leave the batch every step on a CPU, where each row costs its
+    arithmetic; on a GPU only every few steps, since deciding which left waits for the device."""
+    return 1 if device.type == "cpu" else 4
+
+
 @torch.no_grad()
 def beam_search(
     model: StepModel,
@@ -75,69 +116,83 @@ def beam_search(
     source_lengths: torch.Tensor,
     settings: DecodeSettings,
     position_limit: int | None = None,
+    drop_every: int | None = None,
 ) -> list[Hypothesis]:
     """Best hypothesis of every sentence of source (B, S); source_lengths (B,) exclude EOS.
 
     With a `position_limit` (learned positions), BOS and the tokens after it must fit in it, as
     in training: at most position_limit - 1 tokens come before EOS, whatever the offset allows.
+    The search state stays on the device; the host looks at it once every `drop_every` steps
+    (default_drop_every), to drop the finished sentences or stop. Finished sentences kept in
+    the batch meanwhile change nothing: their rows are computed but never recorded.
     """
     k, alpha = settings.beam_size, settings.alpha
     device, batch = source.device, source.size(0)
-    max_length = source_lengths.to(device) + settings.max_length_offset  # (B,)
+    drop_every = drop_every or default_drop_every(device)
+    max_length = source_lengths.cpu() + settings.max_length_offset  # (B,), on the host
     if position_limit is not None:
         max_length = max_length.clamp(max=position_limit - 1)  # last input at max_length
+    limit = max_length.to(device)
     model.start(source, k)
     prefix = torch.full((batch * k, 1), BOS_ID, dtype=torch.long, device=device)
     alive = torch.full((batch, k), -math.inf, device=device)
     alive[:, 0] = 0.0  # all beams start as the same empty hypothesis: expand only one
     active = torch.arange(batch, device=device)  # the sentence of each block of k rows
-    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
-    best_finished = torch.full((batch,), -math.inf, device=device)
+    active_limits = max_length  # the host's copy of limit[active]
+    finished = Finished(batch, int(max_length.max()) + 1, device)
+    done = torch.zeros(batch, dtype=torch.bool, device=device)  # (n,) nothing more to record
     for t in range(int(max_length.max()) + 1):
         n = active.numel()
         log_probs = model.log_probs(prefix).float()  # (n*k, V)
         vocab = log_probs.size(-1)
         log_probs[:, PAD_ID] = log_probs[:, BOS_ID] = -math.inf
-        at_limit = max_length[active] <= t  # (n,)
-        if at_limit.any():  # the longest allowed: only EOS may follow
-            rows = at_limit.repeat_interleave(k)
-            eos = log_probs[rows, EOS_ID].clamp(min=-1e9)  # forced, even if improbable
-            log_probs[rows] = -math.inf
-            log_probs[rows, EOS_ID] = eos
+        at_limit = limit[active] <= t  # (n,)
+        if bool((active_limits <= t).any()):  # the longest allowed: only EOS may follow
+            log_probs = only_eos_at(log_probs, at_limit.repeat_interleave(k))
         candidates = (alive.unsqueeze(2) + log_probs.view(n, k, vocab)).view(n, k * vocab)
         scores, index = ranked_candidates(candidates, min(2 * k, k * vocab))
         beam_of, token_of = index // vocab, index % vocab
         is_eos = token_of == EOS_ID
-        ends = is_eos[:, :k] & torch.isfinite(scores[:, :k])
-        if ends.any():
-            i, j = ends.nonzero(as_tuple=True)
-            log_prob = scores[i, j]
-            score = log_prob / length_penalty(t + 1, alpha)
-            best_finished.scatter_reduce_(0, active[i], score, reduce="amax")
-            ended = zip(
-                active[i].tolist(),
-                prefix[i * k + beam_of[i, j], 1:].tolist(),
-                log_prob.tolist(),
-                score.tolist(),
-                strict=True,
-            )
-            for sentence, tokens, log_p, normalized in ended:
-                finished[sentence].append(Hypothesis(tokens, log_p, normalized))
+        ends = is_eos[:, :k] & torch.isfinite(scores[:, :k]) & ~done.unsqueeze(1)
+        ended = torch.where(ends, scores[:, :k] / length_penalty(t + 1, alpha), -math.inf)
+        best_score, best = ended.max(dim=1)  # the first of equal scores
+        rows = torch.arange(n, device=device) * k + beam_of.gather(1, best.unsqueeze(1))[:, 0]
+        log_prob = scores.gather(1, best.unsqueeze(1))[:, 0]
+        finished.offer(active, best_score, log_prob, prefix[rows, 1:])
         stay = is_eos.long().argsort(dim=1, stable=True)[:, :k]  # first k non-EOS, in rank order
         alive = scores.gather(1, stay)  # (n, k)
         rows = torch.arange(n, device=device).unsqueeze(1) * k + beam_of.gather(1, stay)
-        done = at_limit | ~torch.isfinite(alive).any(dim=1)
+        done = done | at_limit | ~torch.isfinite(alive).any(dim=1)
         if settings.search == "greedy":
-            done |= torch.isfinite(best_finished[active])
+            done |= torch.isfinite(finished.score[active])
         else:
-            done |= best_finished[active] >= best_possible(alive, t, max_length[active], alpha)
-        if done.all():
-            break
-        keep = ~done
-        active, alive, rows = active[keep], alive[keep], rows[keep].view(-1)
+            done |= finished.score[active] >= best_possible(alive, t, limit[active], alpha)
+        tokens = token_of.gather(1, stay)  # (n, k)
+        if (t + 1) % drop_every == 0:
+            stays = ~done.cpu()
+            if not stays.any():
+                break
+            if not stays.all():  # the finished sentences leave the batch
+                keep = stays.to(device)
+                active, alive, rows, tokens, done = (
+                    active[keep],
+                    alive[keep],
+                    rows[keep],
+                    tokens[keep],
+                    done[keep],
+                )
+                active_limits = active_limits[stays]
+        rows = rows.view(-1)
         model.keep(rows)
-        prefix = torch.cat([prefix[rows], token_of.gather(1, stay)[keep].view(-1, 1)], dim=1)
-    return [max(hypotheses, key=lambda h: h.score) for hypotheses in finished]
+        prefix = torch.cat([prefix[rows], tokens.view(-1, 1)], dim=1)
+    return finished.hypotheses()
+
+
+def only_eos_at(log_probs: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """At these rows (R,) only EOS may follow, even if improbable; the others are untouched."""
+    forced = torch.full_like(log_probs, -math.inf)
+    forced[:, EOS_ID] = log_probs[:, EOS_ID].clamp(min=-1e9)
+    return torch.where(rows.unsqueeze(1), forced, log_probs)
 
 
 def best_possible(alive: torch.Tensor, t: int, max_length: torch.Tensor, alpha: float):

@@ -53,8 +53,10 @@ def translate(
     settings: DecodeSettings,
     incremental: bool = True,
     desc: str = "decode",
+    drop_every: int | None = None,
 ) -> tuple[list[Hypothesis], dict]:
-    """Best hypothesis per source sentence (token ids without EOS), in input order, and timings."""
+    """Best hypothesis per source sentence (token ids without EOS), in input order, and timings.
+    drop_every: see beam_search (the default suits the device)."""
     device = next(model.parameters()).device
     lengths = np.array([len(s) for s in sentences])
     limit = model.config.position_limit
@@ -68,7 +70,9 @@ def translate(
             source, source_lengths = source_batch([sentences[i] for i in indices], max_width=limit)
             for index, hypothesis in zip(
                 indices,
-                beam_search(stepper, source.to(device), source_lengths, settings, limit),
+                beam_search(
+                    stepper, source.to(device), source_lengths, settings, limit, drop_every
+                ),
                 strict=True,
             ):
                 results[index] = hypothesis
