@@ -18,6 +18,7 @@ case). Prints one JSON line; --save writes it under bench/results/.
     python bench/decode_speed.py --preset tiny --sentences 100     # CPU-sized
     python bench/decode_speed.py --profile decode.prof.txt         # and where the time goes
     python bench/decode_speed.py --no-naive --out run.json         # skip the slow baseline
+    python bench/decode_speed.py --ab-against HEAD~1               # A/B: this code vs a revision's
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import torch
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT / "src"))
 
+from aiayn.decode import default_drop_every  # noqa: E402
 from aiayn.decode_settings import DecodeSettings  # noqa: E402
 from aiayn.flops import device_name  # noqa: E402
 from aiayn.model import Transformer  # noqa: E402
@@ -43,6 +45,7 @@ from aiayn.subword import SubwordSettings, train_bpe  # noqa: E402
 from aiayn.translate import autocast, load_model, pick_device, translate  # noqa: E402
 
 sys.path.insert(0, str(PROJECT / "bench"))
+import ab  # noqa: E402
 import marian  # noqa: E402
 import provenance  # noqa: E402
 
@@ -61,8 +64,10 @@ def model_and_subword(args, device, workdir: Path):
     return model, spm.SentencePieceProcessor(model_file=str(prefix) + ".model")
 
 
-def run(model, sentences, settings, incremental: bool) -> tuple[list, dict]:
-    hypotheses, timing = translate(model, sentences, settings, incremental=incremental)
+def run(model, sentences, settings, incremental: bool, drop_every=None) -> tuple[list, dict]:
+    hypotheses, timing = translate(
+        model, sentences, settings, incremental=incremental, drop_every=drop_every
+    )
     figures = {
         k: round(timing[k], 2) for k in ("seconds", "sentences_per_s", "target_tokens_per_s")
     }
@@ -97,7 +102,7 @@ def fastest_runs(model, peer_model, sentences, settings, args) -> tuple[tuple, t
     for repeat in range(args.repeats):
         for who in ("ours", "peer") if repeat % 2 == 0 else ("peer", "ours"):
             if who == "ours":
-                ours.append(run(model, sentences, settings, incremental=True))
+                ours.append(run(model, sentences, settings, True, args.drop_every))
             elif peer_model is not None:
                 peer.append(run_peer(peer_model, sentences, args))
     best = min(ours, key=lambda r: r[1]["seconds"])
@@ -151,6 +156,16 @@ def main() -> None:
         "--no-naive", action="store_true", help="skip the naive decoder (many times slower)"
     )
     parser.add_argument(
+        "--drop-every",
+        type=int,
+        help="finished sentences leave the batch every N search steps (default: the device's)",
+    )
+    parser.add_argument(
+        "--ab-against",
+        metavar="REVISION",
+        help="also decode with that git revision's src/ (bench/ab.py): speed ratio, same output?",
+    )
+    parser.add_argument(
         "--profile", type=Path, help="also write a torch.profiler table of our decoder here"
     )
     args = parser.parse_args()
@@ -169,6 +184,9 @@ def main() -> None:
     settings = DecodeSettings(beam=args.beam, alpha=0.6, batch_tokens=args.batch_tokens)
     peer_model = marian.marian_from_ours(model).eval() if marian.available() else None
     (ours, ours_figures), peer = fastest_runs(model, peer_model, sentences, settings, args)
+    ab_figures = {}
+    if args.ab_against:
+        ab_figures["ab"] = ab.compare(model, sentences, settings, args.ab_against, args.repeats)
     if args.profile:
         write_profile(model, sentences, settings, args.profile)
     record = {
@@ -181,9 +199,11 @@ def main() -> None:
         "alpha": 0.6,
         "batch_tokens": args.batch_tokens,
         "repeats": args.repeats,
+        "drop_every": args.drop_every or default_drop_every(device),
         "ours_cached": ours_figures,
         **naive_figures(model, sentences, settings, ours, ours_figures, args.no_naive),
         **peer_figures(ours, ours_figures, peer),
+        **ab_figures,
     }
     print(json.dumps(record))
     if args.out:

@@ -143,10 +143,15 @@ def test_decode_speed_benchmark_compares_ours_with_recomputing_and_hf_generate(t
         "3",
         "--profile",
         str(tmp_path / "profile.txt"),
+        "--ab-against",
+        "HEAD",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads(result.stdout.strip().splitlines()[-1])
     assert record["source"] == "newstest2014.en-de.en, 12 sentences" and record["beam"] == 4
+    ab = record["ab"]  # the committed code against itself: the same translations
+    assert ab["against"] == git_head() and ab["same_translations"] == 1.0 and ab["repeats"] == 3
+    assert ab["speedup"] == pytest.approx(ab["baseline_seconds"] / ab["ours_seconds"], abs=0.01)
     assert record["repeats"] == 3
     profile = (tmp_path / "profile.txt").read_text()
     assert "self_cpu_time_total" in profile and "aten::" in profile
@@ -159,6 +164,13 @@ def test_decode_speed_benchmark_compares_ours_with_recomputing_and_hf_generate(t
     assert record["speedup_vs_hf"] == pytest.approx(
         peer["seconds"] / record["ours_cached"]["seconds"], rel=0.05
     )
+
+
+def git_head() -> str:
+    head = subprocess.run(
+        ["git", "rev-parse", "--short=7", "HEAD"], cwd=PROJECT, capture_output=True, text=True
+    )
+    return head.stdout.strip()
 
 
 def test_default_workflow_benchmark_times_all_cores_against_one(tmp_path):

@@ -1,0 +1,103 @@
+"""A/B of our decoder against the code of another revision, in the same run.
+
+Both sides decode the same sentences with the same weights and settings, each in a child
+process that imports `aiayn` from its own copy of src/ (this checkout's, and the baseline
+revision's from `git archive`), in alternating order, `repeats` times each; each side keeps its
+fastest run. What a change to the decoder buys is then measured on the same machine at the same
+hour, and whether it kept the translations is checked sentence by sentence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import tarfile
+import tempfile
+from io import BytesIO
+from pathlib import Path
+
+import torch
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+# Run by each side with its own src/ first on the path; it uses only what every revision since
+# the decode settings moved to aiayn.decode_settings has: Transformer, TransformerConfig,
+# DecodeSettings and translate().
+CHILD = """
+import json, sys
+import numpy as np, torch
+sys.path.insert(0, sys.argv[1])
+from aiayn.decode_settings import DecodeSettings
+from aiayn.model import Transformer
+from aiayn.model_config import TransformerConfig
+from aiayn.translate import translate
+job = json.loads(open(sys.argv[2]).read())
+model = Transformer(TransformerConfig(**job["config"]))
+model.load_state_dict(torch.load(job["weights"], weights_only=True))
+model = model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
+sentences = [np.array(ids) for ids in job["sentences"]]
+hypotheses, timing = translate(model, sentences, DecodeSettings(**job["settings"]), desc="ab")
+result = {"seconds": timing["seconds"], "tokens": [h.tokens for h in hypotheses]}
+open(sys.argv[3], "w").write(json.dumps(result))
+"""
+
+
+def revision_src(revision: str, folder: Path) -> Path:
+    """The baseline revision's src/ (git archive), extracted under folder."""
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", revision, "src"], cwd=PROJECT, capture_output=True
+    )
+    if archive.returncode != 0:
+        sys.exit(f"--ab-against {revision}: {archive.stderr.decode().strip()}")
+    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
+        tar.extractall(folder, filter="data")
+    return folder / "src"
+
+
+def short_commit(revision: str) -> str:
+    found = subprocess.run(
+        ["git", "rev-parse", "--short=7", revision], cwd=PROJECT, capture_output=True, text=True
+    )
+    return found.stdout.strip() or revision
+
+
+def decode_once(src: Path, job: Path, out: Path) -> dict:
+    result = subprocess.run(
+        [sys.executable, "-c", CHILD, str(src), str(job), str(out)], capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        sys.exit(f"A/B decoding with {src} failed:\n{result.stderr[-3000:]}")
+    return json.loads(out.read_text())
+
+
+def compare(model, sentences, settings, revision: str, repeats: int) -> dict:
+    """Our src/ against `revision`'s on the same model, sentences and settings."""
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        torch.save(model.state_dict(), scratch / "weights.pt")
+        job = {
+            "config": dataclasses.asdict(model.config),
+            "weights": str(scratch / "weights.pt"),
+            "sentences": [[int(i) for i in ids] for ids in sentences],
+            "settings": dataclasses.asdict(settings),
+        }
+        (scratch / "job.json").write_text(json.dumps(job))
+        sides = {"ours": PROJECT / "src", "baseline": revision_src(revision, scratch / "baseline")}
+        runs = {side: [] for side in sides}
+        for repeat in range(repeats):
+            order = list(sides) if repeat % 2 == 0 else list(reversed(sides))
+            for side in order:
+                out = scratch / f"{side}.json"
+                runs[side].append(decode_once(sides[side], scratch / "job.json", out))
+    ours, baseline = (min(runs[side], key=lambda r: r["seconds"]) for side in ("ours", "baseline"))
+    same = sum(a == b for a, b in zip(ours["tokens"], baseline["tokens"], strict=True))
+    return {
+        "against": short_commit(revision),
+        "repeats": repeats,
+        "ours_seconds": ours["seconds"],
+        "baseline_seconds": baseline["seconds"],
+        "speedup": round(baseline["seconds"] / ours["seconds"], 2),
+        "same_translations": round(same / len(sentences), 4),
+    }
