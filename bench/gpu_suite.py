@@ -1,0 +1,641 @@
+"""Every GPU figure from one or two device calls, with no manual step; CI runs it on CPU.
+
+A GPU is lent to some sessions only, for minutes. `pack` prepares everything here, `run` takes
+the figures there, `collect` files what came back:
+
+    python bench/gpu_suite.py pack                   # here: .device/, then the device commands
+    python bench/gpu_suite.py run --out $OUT         # there: install from .device/, every part
+    python bench/gpu_suite.py collect DIR            # here: DIR -> bench/results/, results/
+    python bench/gpu_suite.py run --smoke --out DIR  # the same on CPU at tiny sizes (CI)
+
+The parts, in order (`--parts` picks some, so the suite can be split over two calls):
+- device: the GPU's name and memory, torch/CUDA versions, measured bf16, TF32 and fp32 matmul rates;
+- decode: bench/decode_speed.py on all of newstest2014 (base and big, beam 4, batches of 16k, 4k
+  and 32k source tokens; ours vs HF generate(), and the naive decoder with a profile once);
+- train: bench/train_throughput.py for base and big in bf16 at the paper's step (25000 target
+  tokens, big by two micro-batches), compile on and off, MFU against the data sheet's peak and
+  against the rate the device part measured;
+- multi30k: the GPU budget run (configs/multi30k_gpu.yaml) with whatever time is left.
+Each part runs under its own time cap and writes its JSON under --out as soon as it has it, and
+every part's output goes to one suite.log, so a call cut off at its limit still returns what it
+took. A device call returns at most 8 files: hence one log and one file per part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import tomllib
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+PACK = PROJECT / ".device"
+SHARED_DATA = Path(os.environ.get("AIAYN_SHARED_DATA", PROJECT.parent / "shared" / "data"))
+PARTS = ("device", "decode", "train", "multi30k")
+
+# What the device needs beyond its image: these pins from pyproject.toml, and what they need.
+DEVICE_PACKAGES = (
+    "snakemake",
+    "snakemake-executor-plugin-slurm",
+    "deepspeed",
+    "sacrebleu",
+    "sacremoses",
+    "sentencepiece",
+    "transformers",
+)
+# On the device's image already (KINDS.md of the device tool) and too large to carry under the
+# call's 64 MiB: the image's own versions serve. torch is never followed into (its CUDA build
+# is the device's).
+LEFT_TO_THE_DEVICE = frozenset({"torch", "numpy", "pandas", "lxml", "pyarrow", "hf-xet"})
+DEVICE_PYTHON = {"python_version": "3.12", "python_full_version": "3.12.3", "extra": ""}
+WHEEL_TAGS = [
+    "--python-version", "3.12", "--implementation", "cp", "--abi", "cp312", "--abi", "abi3",
+    "--abi", "none", "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
+    "--platform", "manylinux2014_x86_64", "--platform", "manylinux1_x86_64", "--platform", "any",
+]  # fmt: skip
+PACK_LIMIT_MIB = 60
+TRAVEL_LIMIT_MIB = 64  # the device call's working tree, carried paths included
+DATA_FILES = {  # .device/data/<name>: ../shared/data/<path>
+    "newstest2014.en-de.en": "wmt14_newstest/full/newstest2014.en-de.en",
+    "newstest2014.en-de.de": "wmt14_newstest/full/newstest2014.en-de.de",
+    "newstest2014-filtered.tok.de": "wmt14_newstest/filtered/newstest2014-filtered.tok.de",
+    **{
+        f"multi30k/{split}.{lang}.gz": f"multi30k/raw_gz/{split}.{lang}.gz"
+        for split in ("train", "val", "test_2016_flickr")
+        for lang in ("en", "de")
+    },
+}
+# The device call's limits (device README): 600 s a command; calls are planned to end well inside.
+CALLS = (("device", "decode", "train"), ("multi30k",))
+CALL_BUDGET_S = 560
+
+
+def log(message: str, out: Path | None = None) -> None:
+    line = f"[gpu_suite {time.strftime('%H:%M:%S')}] {message}"
+    print(line, file=sys.stderr, flush=True)
+    if out is not None:
+        with open(out / "suite.log", "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+
+# ---------------------------------------------------------------------------------------- pack
+
+
+def pinned_versions() -> dict[str, str]:
+    """name -> version of DEVICE_PACKAGES as pyproject.toml pins them."""
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((PROJECT / "pyproject.toml").read_text())["project"]
+    pins = {}
+    for line in [*project["dependencies"], *project["optional-dependencies"]["dev"]]:
+        requirement = Requirement(line)
+        if requirement.name in DEVICE_PACKAGES:
+            pins[requirement.name] = str(requirement.specifier).removeprefix("==")
+    return pins
+
+
+def closure(pins: dict[str, str]) -> dict[str, str]:
+    """Every package the pins need on Python 3.12, at the versions installed here (the ones the
+    tests ran with), read from the installed metadata; nothing beyond LEFT_TO_THE_DEVICE."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    found: dict[str, str] = {}
+    pending = list(pins)
+    while pending:
+        name = canonicalize_name(pending.pop())
+        if name in found or name in LEFT_TO_THE_DEVICE:
+            continue
+        try:
+            dist = distribution(name)
+        except PackageNotFoundError:
+            sys.exit(f"pack: {name} is not installed here; first: pip install -e '.[dev]'")
+        if name in pins and dist.version != pins[name]:
+            sys.exit(f"pack: {name} {dist.version} is installed, pyproject pins {pins[name]}")
+        found[name] = dist.version
+        for line in dist.requires or []:
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate(DEVICE_PYTHON):
+                pending.append(requirement.name)
+    return found
+
+
+def pip(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "pip", *args, "--quiet", "--disable-pip-version-check"]
+    return subprocess.run(command, capture_output=True, text=True)
+
+
+def fetch_wheels(packages: dict[str, str], folder: Path) -> list[str]:
+    """Binary wheels for Python 3.12 where PyPI has them; the rest (pure Python, published as
+    source only, deepspeed among them) built into wheels here. Returns the ones built."""
+    folder.mkdir(parents=True, exist_ok=True)
+    binary = [f"{name}=={version}" for name, version in sorted(packages.items())]
+    built = []
+    while binary:
+        result = pip("download", "--no-deps", "--only-binary=:all:", *WHEEL_TAGS, "-d",
+                      str(folder), *binary)  # fmt: skip
+        if result.returncode == 0:
+            break
+        missing = next((pin for pin in binary if f"requirement {pin}" in result.stderr), None)
+        if missing is None:
+            sys.exit(f"pack: pip download failed:\n{result.stderr[-3000:]}")
+        binary.remove(missing)
+        built.append(missing)
+    for pin in built:
+        result = pip("wheel", "--no-deps", "--no-build-isolation", "-w", str(folder), pin)
+        if result.returncode != 0:
+            sys.exit(f"pack: could not build a wheel of {pin}:\n{result.stderr[-3000:]}")
+    impure = [w.name for w in folder.glob("*.whl") if "-cp311-" in w.name]
+    if impure:
+        sys.exit(f"pack: built for this Python (3.11), not the device's 3.12: {impure}")
+    return built
+
+
+def copy_data(shared: Path, folder: Path) -> None:
+    for name, relative in DATA_FILES.items():
+        source = shared / relative
+        if not source.exists():
+            sys.exit(f"pack: {source} is missing (../shared/data, or set AIAYN_SHARED_DATA)")
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, folder / name)
+
+
+def commit_of_tree() -> str:
+    head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=PROJECT,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ".", ":(exclude)bench/results",
+                            ":(exclude)results"], cwd=PROJECT).returncode  # fmt: skip
+    return head + ("-dirty" if dirty else "")
+
+
+def tree_mib() -> float:
+    """What travels to the device besides the pack: tracked and untracked, not ignored, files."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=PROJECT, capture_output=True, text=True).stdout  # fmt: skip
+    files = [PROJECT / name for name in listed.split("\0") if name]
+    return sum(f.stat().st_size for f in files if f.is_file()) / 2**20
+
+
+def device_commands(commit: str) -> list[str]:
+    prefix = f"PYTHONUNBUFFERED=1 AIAYN_COPIED_FROM_COMMIT={commit} python3 bench/gpu_suite.py run"
+    return [
+        f"{prefix} --out $OUT --parts {','.join(parts)} --budget {CALL_BUDGET_S}" for parts in CALLS
+    ]
+
+
+def pack(args) -> None:
+    if args.folder.exists():
+        shutil.rmtree(args.folder)
+    copy_data(args.shared, args.folder / "data")
+    if not args.no_wheels:
+        pins = pinned_versions()
+        packages = closure(pins)
+        log(f"pack: {len(packages)} packages for Python 3.12 into {args.folder / 'wheels'}")
+        built = fetch_wheels(packages, args.folder / "wheels")
+        log(f"pack: built here from source: {', '.join(built) or 'none'}")
+        lines = [f"{name}=={version}" for name, version in sorted(pins.items())]
+        (args.folder / "requirements.txt").write_text("\n".join(lines) + "\n")
+    commit = commit_of_tree()
+    if commit.endswith("-dirty"):
+        log("pack: the tree differs from its commit; commit first, or the figures say -dirty")
+    (args.folder / "commit").write_text(commit + "\n")
+    size = sum(f.stat().st_size for f in args.folder.rglob("*") if f.is_file()) / 2**20
+    if size > PACK_LIMIT_MIB:
+        largest = sorted(args.folder.rglob("*.whl"), key=lambda f: -f.stat().st_size)[:5]
+        names = [f.name for f in largest]
+        sys.exit(f"pack: {size:.1f} MiB > {PACK_LIMIT_MIB} MiB; the largest wheels: {names}")
+    tree = tree_mib()
+    if size + tree > TRAVEL_LIMIT_MIB:
+        sys.exit(f"pack: the tree ({tree:.1f} MiB) and the pack ({size:.1f} MiB) are over the "
+                 f"device call's {TRAVEL_LIMIT_MIB} MiB")  # fmt: skip
+    print(f"packed {args.folder.relative_to(PROJECT)}/: {size:.1f} MiB (+ {tree:.1f} MiB of tree)")
+    print('carry: [".device"]')
+    for number, command in enumerate(device_commands(commit), start=1):
+        print(f"device command {number} of {len(CALLS)}:\n{command}")
+
+
+# ----------------------------------------------------------------------------------------- run
+
+
+def run_capped(command: list[str], deadline: float, out: Path, env: dict | None = None,
+               cwd: Path = PROJECT) -> str:  # fmt: skip
+    """Run command with its output appended to suite.log; kill its whole process group at the
+    deadline. Returns 'done', 'failed (exit N)' or 'cut at its time cap'."""
+    command, remaining = [str(word) for word in command], deadline - time.monotonic()
+    if remaining < 5:
+        return "not started: no time left"
+    log(f"$ {' '.join(command)}  (cap {remaining:.0f} s)", out)
+    with open(out / "suite.log", "a", encoding="utf-8") as handle:
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, cwd=cwd,
+                                   env=env, start_new_session=True)  # fmt: skip
+        try:
+            code = process.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return "cut at its time cap"
+    return "done" if code == 0 else f"failed (exit {code})"
+
+
+def install(out: Path, deadline: float) -> str:
+    """The pinned packages from .device/wheels, without network, over the device's image."""
+    wheels, requirements = PACK / "wheels", PACK / "requirements.txt"
+    if not wheels.is_dir():
+        return "skipped: no .device/wheels (the packages here serve)"
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--find-links",
+               str(wheels), "--disable-pip-version-check", "-r", str(requirements)]  # fmt: skip
+    return run_capped(command, deadline, out)
+
+
+def part_env() -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [
+        str(PROJECT / "src"), os.environ.get("PYTHONPATH")])))  # fmt: skip
+    commit_file = PACK / "commit"
+    if "AIAYN_COPIED_FROM_COMMIT" not in env and commit_file.exists():
+        env["AIAYN_COPIED_FROM_COMMIT"] = commit_file.read_text().strip()
+    return env
+
+
+def data_file(name: str) -> Path:
+    """A data file from .device/data, or from ../shared/data where it was not packed (here)."""
+    packed = PACK / "data" / name
+    return packed if packed.exists() else SHARED_DATA / DATA_FILES[name]
+
+
+def python(script: str, *args) -> list[str]:
+    return [sys.executable, str(PROJECT / "bench" / script), *map(str, args)]
+
+
+def device_part(args, deadline: float) -> str:
+    command = python("gpu_suite.py", "measure-device", "--out", args.out / "device.json")
+    return run_capped(command + (["--smoke"] if args.smoke else []), deadline, args.out, part_env())
+
+
+def decode_runs(smoke: bool) -> list[dict]:
+    """Preset, source tokens per batch, whether the naive decoder and the profile run too, and
+    (where given) how often finished sentences leave the batch."""
+    if smoke:
+        return [dict(preset="tiny", batch_tokens=400, naive=True),
+                dict(preset="tiny", batch_tokens=200, naive=False, drop_every=3)]  # fmt: skip
+    runs = [
+        dict(preset=preset, batch_tokens=tokens, naive=(preset, tokens) == ("base", 16000))
+        for preset in ("base", "big")
+        for tokens in (16000, 4000, 32000)
+    ]
+    # A/B: finished sentences dropped at every step (the CPU's default) vs every few (the GPU's)
+    return (
+        runs[:1] + [dict(preset="base", batch_tokens=16000, naive=False, drop_every=1)] + runs[1:]
+    )
+
+
+def decode_part(args, deadline: float) -> str:
+    """decode_speed.py once per run; decode_speed.json holds the runs finished so far."""
+    source = data_file("newstest2014.en-de.en")
+    size = ["--sentences", "12", "--vocab", "1000"] if args.smoke else []
+    statuses, records = [], []
+    for run in decode_runs(args.smoke):
+        record = args.out / "decode_speed.run.json"
+        command = python("decode_speed.py", "--source", source, "--preset", run["preset"],
+                         "--batch-tokens", run["batch_tokens"], "--out", record, *size)  # fmt: skip
+        if "drop_every" in run:
+            command += ["--drop-every", run["drop_every"]]
+        if run["naive"]:
+            command += ["--profile", args.out / "decode.prof.txt"]
+        else:
+            command += ["--no-naive"]
+        status = run_capped(command, deadline, args.out, part_env())
+        statuses.append(status)
+        if status == "done":
+            records.append(json.loads(record.read_text()))
+            record.unlink()
+            write_json(args.out / "decode_speed.json", {"bench": "decode_speed", "runs": records})
+    return summary(statuses)
+
+
+def train_part(args, deadline: float) -> str:
+    """train_throughput.py once per preset; train_throughput.json holds the presets so far."""
+    device = args.out / "device.json"
+    peak = json.loads(device.read_text()).get("bf16_tflops") if device.exists() else None
+    if args.smoke:
+        runs = [["--presets", "tiny", "--tokens", "1000", "--batch-tokens", "1000", "--vocab",
+                 "500", "--steps", "2", "--warmup", "1", "--pairs", "500"]]  # fmt: skip
+    else:  # the paper's step; the big model's in two micro-batches
+        runs = [["--presets", "base", "--batch-tokens", "25000"],
+                ["--presets", "big", "--batch-tokens", "12500", "--steps", "12"]]  # fmt: skip
+    statuses, merged = [], None
+    for run in runs:
+        record = args.out / "train_throughput.run.json"
+        command = python("train_throughput.py", *run, "--compile", "--out", record)
+        if peak:
+            command += ["--measured-peak-tflops", peak]
+        status = run_capped(command, deadline, args.out, part_env())
+        statuses.append(status)
+        if status == "done":
+            result = json.loads(record.read_text())
+            record.unlink()
+            if merged is None:
+                merged = result
+            else:
+                merged["results"] += result["results"]
+            write_json(args.out / "train_throughput.json", merged)
+    return summary(statuses)
+
+
+def multi30k_inputs(work: Path, smoke: bool) -> Path:
+    """The Multi30k files the run reads: the packed ones, or (smoke) their first 300 lines."""
+    folder = work / "multi30k_data"
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "val", "test_2016_flickr"):
+        for lang in ("en", "de"):
+            name = f"multi30k/{split}.{lang}.gz"
+            if not smoke:
+                shutil.copyfile(data_file(name), folder / Path(name).name)
+                continue
+            with gzip.open(data_file(name), "rt", encoding="utf-8") as handle:
+                lines = [line for _, line in zip(range(300), handle, strict=False)]
+            with gzip.open(folder / Path(name).name, "wt", encoding="utf-8") as handle:
+                handle.writelines(lines)
+    return folder
+
+
+SMOKE_TRAINING = dict(
+    max_steps=3,
+    max_minutes=None,
+    warmup_steps=2,
+    tokens_per_step=500,
+    tokens_per_batch=500,
+    checkpoint_every_minutes=None,
+    checkpoint_every_steps=1,
+    average_last=2,
+    log_every_steps=1,
+    dev_every_steps=3,
+)
+
+
+def multi30k_overlay(work: Path, data: Path, smoke: bool) -> Path:
+    """A config file on top of configs/multi30k*.yaml: where the data is; at smoke size, a small
+    vocabulary and the GPU experiments cut to a few steps of a one-layer model."""
+    import yaml
+
+    overlay: dict = {"datasets": {"multi30k": {"root": str(data)}}}
+    if smoke:
+        overlay["datasets"]["multi30k"]["subword"] = {"vocab_size": 300}
+        gpu = yaml.safe_load((PROJECT / "configs" / "multi30k_gpu.yaml").read_text())
+        for experiment in gpu["experiments"]:
+            experiment["model"] = "tiny"
+            experiment["overrides"] = {"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 2}
+            experiment["train"].update(SMOKE_TRAINING)
+            experiment["decode"] = {"search": "greedy", "max_length_offset": 5}
+        overlay["experiments"] = gpu["experiments"]
+    path = work / "suite.yaml"
+    path.write_text(yaml.safe_dump(overlay, sort_keys=False))
+    return path
+
+
+ARCHIVED = (".json", ".md", ".csv", ".tex", ".png", ".hyp")
+
+
+def multi30k_part(args, deadline: float) -> str:
+    """The Multi30k GPU budget run from scratch in a work folder; its results/, training
+    summaries and run.json go into multi30k_gpu.tar.gz, also when the cap cut it."""
+    work = args.work / "multi30k_gpu"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    shutil.copyfile(PROJECT / "config.yaml", work / "config.yaml")
+    overlay = multi30k_overlay(work, multi30k_inputs(work, args.smoke), args.smoke)
+    configs = [PROJECT / "configs" / "multi30k.yaml", PROJECT / "configs" / "multi30k_gpu.yaml"]
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(PROJECT / "Snakefile"),
+               "--directory", str(work), "--cores", "all", "--configfile", *map(str, configs),
+               str(overlay)]  # fmt: skip
+    start = time.monotonic()
+    status = run_capped(command, deadline, args.out, part_env(), cwd=work)
+    record = {
+        "what": "configs/multi30k_gpu.yaml from scratch" + (" at smoke size" if args.smoke else ""),
+        "command": "snakemake --cores all --configfile configs/multi30k.yaml "
+        "configs/multi30k_gpu.yaml --config 'datasets={multi30k: {root: DIR}}'",
+        "status": status,
+        "snakemake_wall_seconds_from_scratch": round(time.monotonic() - start, 1),
+        "commit": part_env().get("AIAYN_COPIED_FROM_COMMIT") or commit_of_tree(),
+        "date": time.strftime("%Y-%m-%d"),
+        "experiments": multi30k_figures(work),
+    }
+    write_json(work / "run.json", record)
+    with tarfile.open(args.out / "multi30k_gpu.tar.gz", "w:gz") as archive:
+        archive.add(work / "run.json", "run.json")
+        for folder in ("results", "runs"):
+            for path in sorted((work / folder).rglob("*")):
+                if path.is_file() and path.suffix in ARCHIVED:
+                    archive.add(path, str(path.relative_to(work)))
+    return status
+
+
+def multi30k_figures(work: Path) -> dict:
+    """Per experiment: training time, steps and dev perplexity, and every score written."""
+    figures = {}
+    for summary_file in sorted((work / "runs").glob("*/train.json")):
+        name, train = summary_file.parent.name, json.loads(summary_file.read_text())
+        scores = {}
+        for score_file in sorted((work / "results" / "scores" / name).glob("*/*.json")):
+            score = json.loads(score_file.read_text())
+            scores[f"{score_file.parent.name}_{score_file.stem}"] = {
+                key: score[key]["score"] if isinstance(score[key], dict) else score[key]
+                for key in ("sacrebleu", "tokenized_bleu", "chrf")
+                if key in score
+            }
+        figures[name] = {key: train.get(key) for key in ("train_seconds", "steps", "dev_ppl")}
+        figures[name]["scores"] = scores
+    return figures
+
+
+def write_json(path: Path, record: dict) -> None:
+    """Whole or not at all: a call cut off mid-write must not return half a file."""
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(record, indent=1) + "\n")
+    partial.replace(path)
+
+
+def summary(statuses: list[str]) -> str:
+    done = statuses.count("done")
+    return "done" if done == len(statuses) else f"{done} of {len(statuses)} done: {statuses}"
+
+
+PART_RUNNERS = {"device": device_part, "decode": decode_part, "train": train_part,
+                "multi30k": multi30k_part}  # fmt: skip
+PART_CAPS_S = {"device": 60, "decode": 300, "train": 330, "multi30k": None}  # None: what is left
+
+
+def run(args) -> None:
+    args.out.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    end = start + args.budget
+    report = {"smoke": args.smoke, "budget_s": args.budget, "parts": {}}
+    log(f"run: parts {args.parts}, budget {args.budget} s", args.out)
+    report["install"] = install(args.out, end)
+    if report["install"] not in ("done",) and not report["install"].startswith("skipped"):
+        write_json(args.out / "suite.json", report)
+        sys.exit(f"run: the install from .device/wheels {report['install']} (suite.log)")
+    for part in args.parts:
+        cap = PART_CAPS_S[part]
+        deadline = end if cap is None else min(end, time.monotonic() + cap)
+        began = time.monotonic()
+        status = PART_RUNNERS[part](args, deadline)
+        report["parts"][part] = {"status": status, "seconds": round(time.monotonic() - began, 1)}
+        log(f"run: {part}: {status}", args.out)
+        write_json(args.out / "suite.json", report)
+    report["seconds"] = round(time.monotonic() - start, 1)
+    write_json(args.out / "suite.json", report)
+    failed = [part for part, result in report["parts"].items() if result["status"] != "done"]
+    if failed:
+        sys.exit(f"run: not all done: {failed} (suite.json, suite.log)")
+
+
+# ------------------------------------------------------------------------------ measure-device
+
+
+def matmul_tflops(dtype, size: int, device, tf32: bool = False, repeats: int = 10) -> float:
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    for _ in range(3):
+        a @ b
+    synchronize(device)
+    began = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    synchronize(device)
+    return round(2 * size**3 * repeats / (time.perf_counter() - began) / 1e12, 2)
+
+
+def synchronize(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure_device(args) -> None:
+    """What the figures were taken on, and the rates MFU can be measured against."""
+    import torch
+
+    sys.path.insert(0, str(PROJECT / "src"))
+    sys.path.insert(0, str(PROJECT / "bench"))
+    import provenance
+
+    from aiayn.flops import device_name
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    size = 512 if args.smoke else 8192
+    record = {
+        "bench": "device",
+        "device": device_name(device),
+        **provenance.stamp(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None,
+        "memory_gib": round(torch.cuda.get_device_properties(device).total_memory / 2**30, 1)
+        if device.type == "cuda"
+        else None,
+        "matmul_size": size,
+        "bf16_tflops": matmul_tflops(torch.bfloat16, size, device),
+        "tf32_tflops": matmul_tflops(torch.float32, size, device, tf32=True),
+        "fp32_tflops": matmul_tflops(torch.float32, size, device, tf32=False),
+    }
+    torch.backends.cuda.matmul.allow_tf32 = False
+    write_json(args.out, record)
+    print(json.dumps(record))
+
+
+# ------------------------------------------------------------------------------------- collect
+
+
+def collect(args) -> None:
+    """What a device call returned -> bench/results/*-gpu.json and results/multi30k_gpu/ of the
+    checkout (or of --into); nothing else is touched."""
+    source, written, results = args.folder, [], args.into / "bench" / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    for name in ("device", "train_throughput"):
+        name, target = f"{name}.json", f"{name}-gpu.json"
+        if (source / name).exists():
+            record = json.loads((source / name).read_text())
+            written.append(save(record, results / target))
+    if (source / "decode_speed.json").exists():
+        runs = json.loads((source / "decode_speed.json").read_text())["runs"]
+        written.append(save({"bench": "decode_speed_sweep", "runs": runs},
+                            results / "decode_speed_sweep-gpu.json"))  # fmt: skip
+        primary = [r for r in runs if isinstance(r.get("naive_recompute"), dict)]
+        if primary:  # the run the README quotes: base, 16000 tokens, beside the naive decoder
+            written.append(save(primary[0], results / "decode_speed-gpu.json"))
+    if (source / "decode.prof.txt").exists():
+        target = results / "decode_profile-gpu.txt"
+        shutil.copyfile(source / "decode.prof.txt", target)
+        written.append(target)
+    if (source / "multi30k_gpu.tar.gz").exists():
+        target = args.into / "results" / "multi30k_gpu"
+        if target.exists():
+            shutil.rmtree(target)
+        with tarfile.open(source / "multi30k_gpu.tar.gz") as archive:
+            archive.extractall(target, filter="data")
+        written.append(target)
+    if not written:
+        sys.exit(f"collect: nothing to collect in {source}")
+    for path in written:
+        print(f"wrote {path}")
+
+
+def save(record: dict, path: Path) -> Path:
+    path.write_text(json.dumps(record) + "\n")
+    return path
+
+
+# ---------------------------------------------------------------------------------------- main
+
+
+def parts_list(text: str) -> list[str]:
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [part for part in parts if part not in PARTS]
+    if unknown or not parts:
+        raise argparse.ArgumentTypeError(f"parts are {', '.join(PARTS)}; got {text!r}")
+    return parts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    packing = commands.add_parser("pack", help="wheels and data into .device/, then the commands")
+    packing.add_argument("--folder", type=Path, default=PACK)
+    packing.add_argument("--shared", type=Path, default=SHARED_DATA, help="../shared/data")
+    packing.add_argument("--no-wheels", action="store_true", help="the data only")
+    running = commands.add_parser("run", help="on the device: install, then the parts")
+    running.add_argument("--out", type=Path, required=True, help="$OUT on the device")
+    running.add_argument("--parts", type=parts_list, default=list(PARTS), help=",".join(PARTS))
+    running.add_argument("--budget", type=float, default=CALL_BUDGET_S, help="seconds in all")
+    running.add_argument("--smoke", action="store_true", help="tiny sizes on CPU (CI)")
+    running.add_argument("--work", type=Path, default=Path("/tmp/aiayn_gpu_suite"))
+    collecting = commands.add_parser("collect", help="a device call's files into the project")
+    collecting.add_argument("folder", type=Path)
+    collecting.add_argument("--into", type=Path, default=PROJECT, help="(tests) another checkout")
+    measuring = commands.add_parser("measure-device", help="(a part of run)")
+    measuring.add_argument("--out", type=Path, required=True)
+    measuring.add_argument("--smoke", action="store_true")
+    args = parser.parse_args()
+    commands = {"pack": pack, "run": run, "collect": collect, "measure-device": measure_device}
+    commands[args.command](args)
+
+
+if __name__ == "__main__":
+    main()

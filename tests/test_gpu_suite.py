@@ -1,0 +1,146 @@
+"""bench/gpu_suite.py: what a session lent a GPU runs, kept working while none is lent.
+
+The smoke run is the device sequence (install check, device, decode, train, Multi30k through
+snakemake) at CPU sizes; collect then files what it wrote as a device call's $OUT.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from importlib.metadata import version
+
+import pytest
+
+from tests.conftest import PROJECT, SHARED_DATA, shared
+
+sys.path.insert(0, str(PROJECT / "bench"))
+import gpu_suite  # noqa: E402
+
+# The device call brings back at most 8 files (the device tool's limit).
+DEVICE_FILE_LIMIT = 8
+
+
+def suite(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(PROJECT / "bench" / "gpu_suite.py"), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=PROJECT)
+
+
+@pytest.mark.workflow
+def test_smoke_run_takes_every_part_and_collect_files_it(tmp_path):
+    shared("wmt14_newstest", "full", "newstest2014.en-de.en")
+    shared("multi30k", "raw_gz", "train.en.gz")
+    out, work, checkout = tmp_path / "out", tmp_path / "work", tmp_path / "checkout"
+    result = suite("run", "--smoke", "--out", str(out), "--work", str(work))
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((out / "suite.json").read_text())
+    assert list(report["parts"]) == ["device", "decode", "train", "multi30k"]
+    assert all(part["status"] == "done" for part in report["parts"].values()), report
+    assert report["install"].startswith("skipped: no .device/wheels")
+    returned = sorted(path.name for path in out.iterdir())
+    assert len(returned) <= DEVICE_FILE_LIMIT and all(path.is_file() for path in out.iterdir())
+    assert returned == [
+        "decode.prof.txt",
+        "decode_speed.json",
+        "device.json",
+        "multi30k_gpu.tar.gz",
+        "suite.json",
+        "suite.log",
+        "train_throughput.json",
+    ]
+
+    device = json.loads((out / "device.json").read_text())
+    assert device["bf16_tflops"] > 0 and device["fp32_tflops"] > 0 and device["torch"]
+    decode = json.loads((out / "decode_speed.json").read_text())["runs"]
+    assert [run["batch_tokens"] for run in decode] == [400, 200]
+    assert decode[0]["same_translations"] == 1.0 and decode[0]["speedup"] > 0
+    assert decode[1]["naive_recompute"] == "skipped: --no-naive" and decode[1]["drop_every"] == 3
+    assert "aten::" in (out / "decode.prof.txt").read_text()
+    train = json.loads((out / "train_throughput.json").read_text())
+    assert train["measured_peak_tflops"] == device["bf16_tflops"]
+    row = train["results"][0]
+    assert row["preset"] == "tiny" and row["ours"]["target_tokens_per_s"] > 0
+    assert "mfu_vs_measured_peak" in row["ours"] and row["compile_speedup"] > 0
+    with tarfile.open(out / "multi30k_gpu.tar.gz") as archive:
+        names = archive.getnames()
+        run = json.load(archive.extractfile("run.json"))
+    assert "results/tables/table2.md" in names
+    assert run["status"] == "done" and set(run["experiments"]) == {
+        "multi30k_gpu_small",
+        "multi30k_gpu_base",
+    }
+    scores = run["experiments"]["multi30k_gpu_small"]["scores"]
+    assert "averaged_test_2016_flickr" in scores and "sacrebleu" in scores["averaged_val"]
+
+    result = suite("collect", str(out), "--into", str(checkout))
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = checkout / "bench" / "results"
+    assert sorted(path.name for path in results.iterdir()) == [
+        "decode_profile-gpu.txt",
+        "decode_speed-gpu.json",
+        "decode_speed_sweep-gpu.json",
+        "device-gpu.json",
+        "train_throughput-gpu.json",
+    ]
+    quoted = json.loads((results / "decode_speed-gpu.json").read_text())
+    assert quoted == decode[0]  # the run beside the naive decoder, in bench's own format
+    assert (checkout / "results" / "multi30k_gpu" / "run.json").exists()
+    assert not (checkout / "results" / "tables").exists()  # nothing else is touched
+
+
+def test_a_part_over_its_cap_is_cut_and_the_others_still_run(tmp_path):
+    """The device call has a hard limit: a part that overruns is stopped at its own cap, what
+    was finished stays, and the run says which part did not finish."""
+    out = tmp_path / "out"
+    out.mkdir()
+    import time
+
+    started = time.monotonic()
+    status = gpu_suite.run_capped(
+        [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"],
+        time.monotonic() + 6,
+        out,
+    )
+    assert status == "cut at its time cap" and time.monotonic() - started < 20
+    assert "started" in (out / "suite.log").read_text()
+    assert gpu_suite.run_capped(["true"], time.monotonic() + 1, out).startswith("not started")
+    assert gpu_suite.run_capped(["false"], time.monotonic() + 30, out) == "failed (exit 1)"
+
+
+def test_pack_copies_the_data_and_prints_commands_a_device_call_accepts(tmp_path):
+    shared("multi30k", "raw_gz", "train.en.gz")
+    folder = tmp_path / ".device"
+    result = suite("pack", "--no-wheels", "--folder", str(folder), "--shared", str(SHARED_DATA))
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name, relative in gpu_suite.DATA_FILES.items():
+        assert (folder / "data" / name).read_bytes() == (SHARED_DATA / relative).read_bytes()
+    commit = (folder / "commit").read_text().strip()
+    lines = result.stdout.splitlines()
+    assert 'carry: [".device"]' in lines
+    commands = [line for line in lines if line.startswith("PYTHONUNBUFFERED=1")]
+    assert len(commands) == 2 and all(len(command) < 2000 for command in commands)
+    assert all(f"AIAYN_COPIED_FROM_COMMIT={commit} " in command for command in commands)
+    assert "--parts device,decode,train" in commands[0] and "--parts multi30k" in commands[1]
+
+
+def test_the_device_wheels_are_the_pinned_packages_and_what_they_need_but_torch():
+    pins = gpu_suite.pinned_versions()
+    assert set(pins) == set(gpu_suite.DEVICE_PACKAGES)
+    packages = gpu_suite.closure(pins)
+    assert {name: packages[name] for name in pins} == pins
+    assert not set(packages) & gpu_suite.LEFT_TO_THE_DEVICE  # torch is the device's own
+    assert "pydantic" in packages and "pulp" in packages  # deepspeed's and snakemake's needs
+    assert all(version(name) == found for name, found in packages.items())
+
+
+def test_fetch_wheels_downloads_binaries_and_builds_source_only_packages(tmp_path):
+    """connection-pool (a snakemake need) is published as source only: pack builds it here."""
+    built = gpu_suite.fetch_wheels(
+        {"connection-pool": version("connection-pool"), "pyyaml": version("pyyaml")}, tmp_path
+    )
+    assert built == [f"connection-pool=={version('connection-pool')}"]
+    wheels = sorted(path.name for path in tmp_path.iterdir())
+    assert wheels[0].startswith("connection_pool-") and wheels[0].endswith("-py3-none-any.whl")
+    assert wheels[1].startswith("pyyaml-") and "cp312" in wheels[1]
