@@ -58,7 +58,8 @@ def test_bf16_parameters_with_fp32_buffers_run_in_bf16(positions):
     memory = model.encode(source)
     cache = start_cache(model, memory)
     step = decode_step(model, target[:, :1], 0, cache, model.source_mask(source))
-    assert step.dtype == torch.bfloat16
+    assert cache[0]["self_k"].dtype == torch.bfloat16  # the layers ran in bf16
+    assert step.dtype == torch.float32  # the search ranks fp32 logits (incremental.output_logits)
 
 
 def test_a_decoder_position_never_sees_the_future():
