@@ -1,10 +1,11 @@
 """A/B of our decoder against the code of another revision, in the same run.
 
-Both sides decode the same sentences with the same weights and settings, each in a child
-process that imports `aiayn` from its own copy of src/ (this checkout's, and the baseline
-revision's from `git archive`), in alternating order, `repeats` times each; each side keeps its
-fastest run. What a change to the decoder buys is then measured on the same machine at the same
-hour, and whether it kept the translations is checked sentence by sentence.
+Ours is this checkout's src/ (`compare`) or a commit's (`compare_commit`: what that commit
+bought over its parent). Both sides decode the same sentences with the same weights and
+settings, each in a child process that imports `aiayn` from its own copy of src/ (`git archive`
+of a revision, or this checkout's), in alternating order, `repeats` times each; each side keeps
+its fastest run. What a change to the decoder buys is then measured on the same machine at the
+same hour, and whether it kept the translations is checked sentence by sentence.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def revision_src(revision: str, folder: Path) -> Path:
         ["git", "archive", "--format=tar", revision, "src"], cwd=PROJECT, capture_output=True
     )
     if archive.returncode != 0:
-        sys.exit(f"--ab-against {revision}: {archive.stderr.decode().strip()}")
+        sys.exit(f"A/B against {revision}: {archive.stderr.decode().strip()}")
     with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
         tar.extractall(folder, filter="data")
     return folder / "src"
@@ -72,8 +73,18 @@ def decode_once(src: Path, job: Path, out: Path) -> dict:
     return json.loads(out.read_text())
 
 
-def compare(model, sentences, settings, revision: str, repeats: int) -> dict:
-    """Our src/ against `revision`'s on the same model, sentences and settings."""
+def compare_commit(model, sentences, settings, commit: str, repeats: int) -> dict:
+    """`commit`'s src/ against its parent's: what that one change bought, translations kept?"""
+    subject = subprocess.run(
+        ["git", "log", "-1", "--format=%s", commit], cwd=PROJECT, capture_output=True, text=True
+    ).stdout.strip()
+    figures = compare(model, sentences, settings, f"{commit}~1", repeats, ours=commit)
+    return {"commit": short_commit(commit), "change": subject[:200], **figures}
+
+
+def compare(model, sentences, settings, revision: str, repeats: int, ours=None) -> dict:
+    """Our src/ (or revision `ours`'s) against `revision`'s on the same model, sentences and
+    settings."""
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         torch.save(model.state_dict(), scratch / "weights.pt")
@@ -84,7 +95,10 @@ def compare(model, sentences, settings, revision: str, repeats: int) -> dict:
             "settings": dataclasses.asdict(settings),
         }
         (scratch / "job.json").write_text(json.dumps(job))
-        sides = {"ours": PROJECT / "src", "baseline": revision_src(revision, scratch / "baseline")}
+        sides = {
+            "ours": revision_src(ours, scratch / "ours") if ours else PROJECT / "src",
+            "baseline": revision_src(revision, scratch / "baseline"),
+        }
         runs = {side: [] for side in sides}
         for repeat in range(repeats):
             order = list(sides) if repeat % 2 == 0 else list(reversed(sides))

@@ -19,6 +19,7 @@ case). Prints one JSON line; --save writes it under bench/results/.
     python bench/decode_speed.py --profile decode.prof.txt         # and where the time goes
     python bench/decode_speed.py --no-naive --out run.json         # skip the slow baseline
     python bench/decode_speed.py --ab-against HEAD~1               # A/B: this code vs a revision's
+    python bench/decode_speed.py --ab-commit C1 --ab-commit C2     # A/B: each commit vs its parent
 """
 
 from __future__ import annotations
@@ -166,6 +167,13 @@ def main() -> None:
         help="also decode with that git revision's src/ (bench/ab.py): speed ratio, same output?",
     )
     parser.add_argument(
+        "--ab-commit",
+        metavar="COMMIT",
+        action="append",
+        default=[],
+        help="also decode with that commit's src/ and its parent's (repeatable): what it bought",
+    )
+    parser.add_argument(
         "--profile", type=Path, help="also write a torch.profiler table of our decoder here"
     )
     args = parser.parse_args()
@@ -187,6 +195,11 @@ def main() -> None:
     ab_figures = {}
     if args.ab_against:
         ab_figures["ab"] = ab.compare(model, sentences, settings, args.ab_against, args.repeats)
+    if args.ab_commit:
+        ab_figures["ab_commits"] = [
+            ab.compare_commit(model, sentences, settings, commit, args.repeats)
+            for commit in args.ab_commit
+        ]
     if args.profile:
         write_profile(model, sentences, settings, args.profile)
     record = {

@@ -145,6 +145,8 @@ def test_decode_speed_benchmark_compares_ours_with_recomputing_and_hf_generate(t
         str(tmp_path / "profile.txt"),
         "--ab-against",
         "HEAD",
+        "--ab-commit",
+        "HEAD",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads(result.stdout.strip().splitlines()[-1])
@@ -152,6 +154,15 @@ def test_decode_speed_benchmark_compares_ours_with_recomputing_and_hf_generate(t
     ab = record["ab"]  # the committed code against itself: the same translations
     assert ab["against"] == git_head() and ab["same_translations"] == 1.0 and ab["repeats"] == 3
     assert ab["speedup"] == pytest.approx(ab["baseline_seconds"] / ab["ours_seconds"], abs=0.01)
+    [change] = record["ab_commits"]  # the last commit against its parent: what it bought
+    subject = subprocess.run(
+        ["git", "log", "-1", "--format=%s"], cwd=PROJECT, capture_output=True, text=True
+    )
+    assert change["commit"] == git_head() and change["change"] == subject.stdout.strip()[:200]
+    assert change["against"] == git_rev("HEAD~1") and 0 <= change["same_translations"] <= 1
+    assert change["speedup"] == pytest.approx(
+        change["baseline_seconds"] / change["ours_seconds"], abs=0.01
+    )
     assert record["repeats"] == 3
     profile = (tmp_path / "profile.txt").read_text()
     assert "self_cpu_time_total" in profile and "aten::" in profile
@@ -167,10 +178,14 @@ def test_decode_speed_benchmark_compares_ours_with_recomputing_and_hf_generate(t
 
 
 def git_head() -> str:
-    head = subprocess.run(
-        ["git", "rev-parse", "--short=7", "HEAD"], cwd=PROJECT, capture_output=True, text=True
+    return git_rev("HEAD")
+
+
+def git_rev(revision: str) -> str:
+    found = subprocess.run(
+        ["git", "rev-parse", "--short=7", revision], cwd=PROJECT, capture_output=True, text=True
     )
-    return head.stdout.strip()
+    return found.stdout.strip()
 
 
 def test_default_workflow_benchmark_times_all_cores_against_one(tmp_path):
