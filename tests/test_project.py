@@ -293,6 +293,9 @@ def test_readme_benchmark_tables_are_the_committed_figures():
                 f"| {figures['sentences_per_s']:.1f} | {figures['target_tokens_per_s']:,.0f} | "
                 f"{figures['seconds']:.1f} s |" in readme
             ), (kind, key)
+        for change in decode.get("ab_commits", []):  # what each decoder commit bought
+            assert f"| {change['commit']} |" in readme, (kind, change["commit"])
+            assert f"| {change['speedup']} | {change['same_translations']} |" in readme
     gpu = json.loads((results / "decode_speed-gpu.json").read_text())
     assert gpu["device"] in readme and f"{gpu['batch_tokens']} source tokens" in readme
     assert f"{1 / gpu['speedup_vs_hf']:.1f}x *slower*" in readme
