@@ -48,6 +48,7 @@ from aiayn.translate import autocast, load_model, pick_device, translate  # noqa
 sys.path.insert(0, str(PROJECT / "bench"))
 import ab  # noqa: E402
 import marian  # noqa: E402
+import profiling  # noqa: E402
 import provenance  # noqa: E402
 
 NEWSTEST2014 = PROJECT.parent / "shared/data/wmt14_newstest/full/newstest2014.en-de.en"
@@ -78,16 +79,12 @@ def run(model, sentences, settings, incremental: bool, drop_every=None) -> tuple
 def write_profile(model, sentences, settings, path: Path) -> None:
     """Where our decoder's time goes: torch.profiler over the longest sentences (the first
     batches), the operators ranked by their own time on the device (CPU time on a CPU)."""
-    from torch.profiler import ProfilerActivity, profile
-
     cuda = next(model.parameters()).is_cuda
     longest = sorted(sentences, key=len, reverse=True)[: max(1, len(sentences) // 10)]
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as profiler:
-        translate(model, longest, settings, incremental=True, desc="profile")
-    sort_by = "self_cuda_time_total" if cuda else "self_cpu_time_total"
-    table = profiler.key_averages().table(sort_by=sort_by, row_limit=30)
-    path.write_text(f"{len(longest)} longest sentences, sorted by {sort_by}\n{table}\n")
+    table = profiling.profiler_table(
+        lambda: translate(model, longest, settings, incremental=True, desc="profile"), cuda
+    )
+    path.write_text(f"{len(longest)} longest sentences, {table}")
 
 
 def run_peer(peer_model, sentences, args) -> tuple[list, dict]:

@@ -14,7 +14,7 @@ The parts, in order (`--parts` picks some, so the suite can be split over two ca
   and 32k source tokens; ours vs HF generate(), and the naive decoder with a profile once);
 - train: bench/train_throughput.py for base and big in bf16 at the paper's step (25000 target
   tokens, big by two micro-batches), compile on and off, MFU against the data sheet's peak and
-  against the rate the device part measured;
+  against the rate the device part measured, and the profiler table of our step;
 - multi30k: the GPU budget run (configs/multi30k_gpu.yaml) with whatever time is left.
 Each part runs under its own time cap and writes its JSON under --out as soon as it has it, and
 every part's output goes to one suite.log, so a call cut off at its limit still returns what it
@@ -336,12 +336,17 @@ def train_part(args, deadline: float) -> str:
                 ["--presets", "big", "--batch-tokens", "12500", "--steps", "12"]]  # fmt: skip
     statuses, merged = [], None
     for run in runs:
-        record = args.out / "train_throughput.run.json"
-        command = python("train_throughput.py", *run, "--compile", "--out", record)
+        record, profile = args.out / "train_throughput.run.json", args.out / "train.prof.run.txt"
+        command = python("train_throughput.py", *run, "--compile", "--out", record,
+                         "--profile", profile)  # fmt: skip
         if peak:
             command += ["--measured-peak-tflops", peak]
         status = run_capped(command, deadline, args.out, part_env())
         statuses.append(status)
+        if profile.exists():  # train.prof.txt: the presets' tables so far
+            with open(args.out / "train.prof.txt", "a", encoding="utf-8") as handle:
+                handle.write(profile.read_text())
+            profile.unlink()
         if status == "done":
             result = json.loads(record.read_text())
             record.unlink()
@@ -580,10 +585,10 @@ def collect(args) -> None:
         primary = [r for r in runs if isinstance(r.get("naive_recompute"), dict)]
         if primary:  # the run the README quotes: base, 16000 tokens, beside the naive decoder
             written.append(save(primary[0], results / "decode_speed-gpu.json"))
-    if (source / "decode.prof.txt").exists():
-        target = results / "decode_profile-gpu.txt"
-        shutil.copyfile(source / "decode.prof.txt", target)
-        written.append(target)
+    for name, target in (("decode", "decode_profile"), ("train", "train_profile")):
+        if (source / f"{name}.prof.txt").exists():
+            shutil.copyfile(source / f"{name}.prof.txt", results / f"{target}-gpu.txt")
+            written.append(results / f"{target}-gpu.txt")
     if (source / "multi30k_gpu.tar.gz").exists():
         target = args.into / "results" / "multi30k_gpu"
         if target.exists():

@@ -16,6 +16,7 @@ under bench/results/.
     python bench/train_throughput.py                         # base and big at the paper's batch
     python bench/train_throughput.py --presets tiny --tokens 2000 --steps 3   # CPU-sized
     python bench/train_throughput.py --compile   # also ours with train.compile (torch.compile)
+    python bench/train_throughput.py --profile train.prof.txt   # and where our step's time goes
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from aiayn.translate import autocast  # noqa: E402
 
 sys.path.insert(0, str(PROJECT / "bench"))
 import marian  # noqa: E402
+import profiling  # noqa: E402
 import provenance  # noqa: E402
 
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense bf16
@@ -131,9 +133,10 @@ def binarized(corpus, vocab: int, folder: Path) -> tuple[str, str]:
     return prefixes
 
 
-def ours(config, corpus, args, device, compile=False):
+def ours(config, corpus, args, device, compile=False, profile_to: Path | None = None):
     """The trainer's own step (no checkpoints, no evaluation) on the corpus; with `compile`,
-    as `train.compile: true` runs it (the warm-up steps pay for compiling)."""
+    as `train.compile: true` runs it (the warm-up steps pay for compiling). With `profile_to`,
+    the timed steps run under torch.profiler instead, and its table is appended there."""
     with tempfile.TemporaryDirectory() as folder:
         data = binarized(corpus, config.vocab_size, Path(folder))
         settings = bench_settings(args, compile)
@@ -144,7 +147,23 @@ def ours(config, corpus, args, device, compile=False):
             *_, tokens, _ = trainer.train_step(save_requested=False, budget_spent=False)
             return tokens
 
+        if profile_to is not None:
+            return append_profile(step, config, args, device, profile_to)
         return measure(step, args.steps, args.warmup, device), trainer.bf16
+
+
+def append_profile(step, config, args, device, path: Path) -> None:
+    """Where our step's time goes: the operators of `args.steps` steps after the warm-up."""
+    for _ in range(args.warmup):
+        step()
+    cuda = device.type == "cuda"
+    table = profiling.profiler_table(lambda: [step() for _ in range(args.steps)], cuda)
+    heading = (
+        f"{config.n_layers}+{config.n_layers} layers, d_model {config.d_model}: "
+        f"{args.steps} steps of {args.tokens} target tokens, "
+    )
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(heading + table)
 
 
 class NaiveTransformer(torch.nn.Module):
@@ -318,7 +337,12 @@ def main() -> None:
     )
     parser.add_argument("--save", action="store_true")
     parser.add_argument("--out", type=Path, help="also write the JSON record to this file")
+    parser.add_argument(
+        "--profile", type=Path, help="also write a torch.profiler table of our step per preset"
+    )
     args = parser.parse_args()
+    if args.profile:
+        args.profile.write_text("")
 
     from aiayn.engine import init_process
 
@@ -332,6 +356,9 @@ def main() -> None:
         best = best_of_two_rounds(config, corpus, args, device)
         (ours_tps, bf16), naive_tps, marian_tps = best["ours"], best["naive"], best["hf"]
         flops_per_token = real_flops_per_token(config, corpus, args)
+        if args.profile:
+            torch.manual_seed(0)
+            ours(config, corpus, args, device, profile_to=args.profile)
 
         def mfu(tokens_per_s, flops_per_token=flops_per_token):
             return utilisation(tokens_per_s * flops_per_token, peak, args.measured_peak_tflops)

@@ -48,6 +48,7 @@ def test_smoke_run_takes_every_part_and_collect_files_it(tmp_path):
         "multi30k_gpu.tar.gz",
         "suite.json",
         "suite.log",
+        "train.prof.txt",
         "train_throughput.json",
     ]
 
@@ -63,6 +64,9 @@ def test_smoke_run_takes_every_part_and_collect_files_it(tmp_path):
     row = train["results"][0]
     assert row["preset"] == "tiny" and row["ours"]["target_tokens_per_s"] > 0
     assert "mfu_vs_measured_peak" in row["ours"] and row["compile_speedup"] > 0
+    profile = (out / "train.prof.txt").read_text()  # where our training step's time goes
+    assert profile.startswith("2+2 layers, d_model 128: 2 steps of 1000 target tokens, sorted by")
+    assert "aten::" in profile
     with tarfile.open(out / "multi30k_gpu.tar.gz") as archive:
         names = archive.getnames()
         run = json.load(archive.extractfile("run.json"))
@@ -82,6 +86,7 @@ def test_smoke_run_takes_every_part_and_collect_files_it(tmp_path):
         "decode_speed-gpu.json",
         "decode_speed_sweep-gpu.json",
         "device-gpu.json",
+        "train_profile-gpu.txt",
         "train_throughput-gpu.json",
     ]
     quoted = json.loads((results / "decode_speed-gpu.json").read_text())
