@@ -36,6 +36,8 @@ import time
 import tomllib
 from pathlib import Path
 
+import provenance  # bench/, beside this script
+
 PROJECT = Path(__file__).resolve().parents[1]
 PACK = PROJECT / ".device"
 SHARED_DATA = Path(os.environ.get("AIAYN_SHARED_DATA", PROJECT.parent / "shared" / "data"))
@@ -170,14 +172,6 @@ def copy_data(shared: Path, folder: Path) -> None:
         shutil.copyfile(source, folder / name)
 
 
-def commit_of_tree() -> str:
-    head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=PROJECT,
-                          capture_output=True, text=True).stdout.strip()  # fmt: skip
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ".", ":(exclude)bench/results",
-                            ":(exclude)results"], cwd=PROJECT).returncode  # fmt: skip
-    return head + ("-dirty" if dirty else "")
-
-
 def tree_mib() -> float:
     """What travels to the device besides the pack: tracked and untracked, not ignored, files."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -205,7 +199,7 @@ def pack(args) -> None:
         log(f"pack: built here from source: {', '.join(built) or 'none'}")
         lines = [f"{name}=={version}" for name, version in sorted(pins.items())]
         (args.folder / "requirements.txt").write_text("\n".join(lines) + "\n")
-    commit = commit_of_tree()
+    commit = provenance.tree_commit()
     if commit.endswith("-dirty"):
         log("pack: the tree differs from its commit; commit first, or the figures say -dirty")
     (args.folder / "commit").write_text(commit + "\n")
@@ -433,7 +427,7 @@ def multi30k_part(args, deadline: float) -> str:
         "configs/multi30k_gpu.yaml --config 'datasets={multi30k: {root: DIR}}'",
         "status": status,
         "snakemake_wall_seconds_from_scratch": round(time.monotonic() - start, 1),
-        "commit": part_env().get("AIAYN_COPIED_FROM_COMMIT") or commit_of_tree(),
+        "commit": part_env().get("AIAYN_COPIED_FROM_COMMIT") or provenance.tree_commit(),
         "date": time.strftime("%Y-%m-%d"),
         "experiments": multi30k_figures(work),
     }
@@ -538,9 +532,6 @@ def measure_device(args) -> None:
     import torch
 
     sys.path.insert(0, str(PROJECT / "src"))
-    sys.path.insert(0, str(PROJECT / "bench"))
-    import provenance
-
     from aiayn.flops import device_name
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -33,15 +33,16 @@ def stamp() -> dict:
     copied = os.environ.get("AIAYN_COPIED_FROM_COMMIT")
     if copied:  # a copy of a clean checkout sent to another machine (a GPU): its sender names it
         return {"commit": f"{copied} (copied tree)", "date": today, "command": how}
+    return {"commit": tree_commit(), "date": today, "command": how}
+
+
+def tree_commit() -> str:
+    """This checkout's short HEAD, with `-dirty` when tracked code differs from it."""
     head = git("rev-parse", "--short=7", "HEAD").stdout.strip() or "unknown (not a git checkout)"
     # Figures already written under results/ do not make the code dirty.
     figures = (":(exclude)bench/results", ":(exclude)results")
     changed = git("diff", "--quiet", "HEAD", "--", ".", *figures)
-    return {
-        "commit": head + ("-dirty" if changed.returncode == 1 else ""),
-        "date": today,
-        "command": how,
-    }
+    return head + ("-dirty" if changed.returncode == 1 else "")
 
 
 def save(record: dict, kind: str) -> Path:
