@@ -28,6 +28,7 @@ include: "rules/binarize.smk"
 include: "rules/train.smk"
 include: "rules/decode.smk"
 include: "rules/score.smk"
+include: "rules/parse.smk"
 include: "rules/report.smk"
 
 

@@ -1,6 +1,7 @@
 """Helpers shared by the rules: config look-ups, file names, and code versions for rerun triggers."""
 
 import hashlib
+import re
 import sys
 from pathlib import Path
 
@@ -10,7 +11,9 @@ SCRIPTS_DIR = Path(workflow.basedir) / "workflow_scripts"
 sys.path.insert(0, str(SRC_DIR.parent))
 
 from aiayn.data.sources import is_url, local_files
+from aiayn.errors import InputError
 from aiayn.experiments import resolve, resolve_evaluation, split_prefixes
+from aiayn.parsing.treebank import select_files
 from aiayn.workflow import package_modules, use_this_checkout
 
 use_this_checkout(SRC_DIR.parent)
@@ -83,6 +86,43 @@ def local_inputs(wildcards):
     ]
 
 
+def treebank_datasets():
+    """Datasets whose splits are Penn Treebank files: parsed (Table 4), not translated."""
+    names = []
+    for name, spec in config["datasets"].items():
+        sources = {split["source"] for split in spec["splits"].values()}
+        if "ptb" in sources and sources != {"ptb"}:
+            raise ValueError(
+                f"dataset {name!r} mixes `ptb` splits with {sorted(sources - {'ptb'})} ones: "
+                "every split of a parsing dataset must come from treebank files (its gold "
+                "trees are read from them); put the other splits in a dataset of their own"
+            )
+        if "ptb" in sources:
+            names.append(name)
+    return names
+
+
+def names_pattern(names):
+    """A wildcard regex matching exactly these names (nothing when there are none)."""
+    return "|".join(re.escape(name) for name in names) or "(?!)"
+
+
+def other_names_pattern(names, characters):
+    """A wildcard regex matching any name of `characters` but these."""
+    if not names:
+        return f"[{characters}]+"
+    return f"(?!(?:{names_pattern(names)})(?![{characters}]))[{characters}]+"
+
+
+def treebank_files(wildcards):
+    """The .mrg files of a treebank split, so that Snakemake reruns it when they change; none
+    when they cannot be found (the job then says why)."""
+    try:
+        return select_files(split_spec(wildcards), dataset(wildcards.dataset)["root"])
+    except InputError:
+        return []
+
+
 def split_files(stage, name, split, suffixes=("",)):
     """The files of one split at one stage, both languages, each with every suffix."""
     prefixes = split_prefixes(name, langs(name), split, stage)
@@ -151,6 +191,20 @@ def experiment_names():
     return [entry["name"] for entry in config.get("experiments", [])]
 
 
+def parsing_experiments():
+    """Experiments that parse (Table 4): scored by EVALB, not BLEU."""
+    treebanks = treebank_datasets()
+    return [
+        e["name"] for e in config.get("experiments", []) if e["dataset"] in treebanks
+    ]
+
+
+def translation_experiments():
+    """Experiments that translate (Tables 2 and 3, the figures)."""
+    parsing = parsing_experiments()
+    return [name for name in experiment_names() if name not in parsing]
+
+
 def evaluations(name):
     """(checkpoint, split) pairs scored for an experiment: the averaged model on the dev split and
     every evaluation split (Table 2), the last checkpoint on the dev split (Table 3, as the paper:
@@ -160,10 +214,10 @@ def evaluations(name):
     return [("averaged", split) for split in splits] + [("last", dev)]
 
 
-def score_files(checkpoint=None):
-    """Score files of every experiment, or of its averaged or last model only."""
+def score_files(checkpoint=None, names=None):
+    """Score files of every experiment (or of `names`), or of its averaged or last model only."""
     files = []
-    for name in experiment_names():
+    for name in experiment_names() if names is None else names:
         for kind, split in evaluations(name):
             if checkpoint in (None, kind):
                 files.append(f"results/scores/{name}/{kind}/{split}.json")
@@ -174,7 +228,7 @@ def dev_score_files():
     """The last checkpoint's and the averaged model's scores on each experiment's dev split."""
     return [
         f"results/scores/{name}/{kind}/{experiment(name)['dev_split']}.json"
-        for name in experiment_names()
+        for name in translation_experiments()
         for kind in ("last", "averaged")
     ]
 
@@ -199,6 +253,18 @@ def reference_text(wildcards):
     return split_prefixes(name, langs(name), wildcards.split, "clean")[1]
 
 
+def input_words(wildcards):
+    """The source side of a parsing split (the words the trees are built over)."""
+    name = experiment(wildcards.experiment)["dataset"]
+    return split_prefixes(name, langs(name), wildcards.split, "clean")[0]
+
+
+def gold_trees(wildcards):
+    """The cleaned treebank trees of a parsing split, written beside its raw text."""
+    name = experiment(wildcards.experiment)["dataset"]
+    return f"data/{name}/raw/{wildcards.split}.{pair(name)}.trees"
+
+
 def split_spec_of(name, split):
     """Where an experiment's split comes from (named in the score files and tables)."""
     return dataset(experiment(name)["dataset"])["splits"][split]
@@ -209,11 +275,14 @@ def subword_model(wildcards):
 
 
 def report_files():
-    """Tables and figures of the trained experiments (none when the config trains nothing)."""
-    names = experiment_names()
+    """Tables and figures of the trained experiments (none when the config trains nothing):
+    Tables 2 and 3 and the figures of those that translate, Table 4 of those that parse.
+    """
+    files = ["results/tables/table4.md"] if parsing_experiments() else []
+    names = translation_experiments()
     if not names:
-        return []
-    files = [f"results/tables/{table}.md" for table in ("table2", "table3")]
+        return files
+    files += [f"results/tables/{table}.md" for table in ("table2", "table3")]
     files += [
         f"results/figures/{figure}.pdf"
         for figure in ("learning_rate", "loss_curves", "averaging")
@@ -222,10 +291,10 @@ def report_files():
     return files
 
 
-def report_experiments():
-    """What the tables need to know of each experiment besides its files."""
+def report_experiments(names=None):
+    """What the tables need to know of each experiment (or of `names`) besides its files."""
     described = []
-    for name in experiment_names():
+    for name in translation_experiments() if names is None else names:
         spec = experiment_spec(name)
         described.append(
             {

@@ -13,6 +13,8 @@ rule download:
         "logs/download/{dataset}/{split}.{src}-{tgt}.log",
     benchmark:
         "benchmarks/download/{dataset}/{split}.{src}-{tgt}.tsv"
+    wildcard_constraints:
+        dataset=other_names_pattern(treebank_datasets(), "A-Za-z0-9_"),  # rule treebank's
     conda:
         "envs/aiayn.yaml"
     params:

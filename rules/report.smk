@@ -21,8 +21,8 @@ rule params_table:
 rule table2:
     """Table 2: the paper's rows and ours (averaged models on the test splits), with costs."""
     input:
-        summaries=expand("runs/{name}/train.json", name=experiment_names()),
-        scores=score_files(checkpoint="averaged"),
+        summaries=expand("runs/{name}/train.json", name=translation_experiments()),
+        scores=score_files("averaged", translation_experiments()),
     output:
         markdown=report("results/tables/table2.md", category="Tables"),
         csv=report("results/tables/table2.csv", category="Tables"),
@@ -42,8 +42,8 @@ rule table2:
 rule table3:
     """Table 3: every experiment's last checkpoint on its dev split, after the paper's row."""
     input:
-        summaries=expand("runs/{name}/train.json", name=experiment_names()),
-        scores=score_files(checkpoint="last"),
+        summaries=expand("runs/{name}/train.json", name=translation_experiments()),
+        scores=score_files("last", translation_experiments()),
     output:
         markdown=report("results/tables/table3.md", category="Tables"),
         csv=report("results/tables/table3.csv", category="Tables"),
@@ -58,6 +58,33 @@ rule table3:
         code=code_version("report_table.py"),
     script:
         "../workflow_scripts/report_table.py"
+
+
+rule table4:
+    """Table 4: the paper's parsers and ours (averaged models, EVALB F1 on each test split)."""
+    input:
+        summaries=expand("runs/{name}/train.json", name=parsing_experiments()),
+        scores=score_files("averaged", parsing_experiments()),
+        train_records=[
+            f"data/{experiment(name)['dataset']}/clean/train.{pair(experiment(name)['dataset'])}.json"
+            for name in parsing_experiments()
+        ],
+    output:
+        markdown=report("results/tables/table4.md", category="Tables"),
+        csv=report("results/tables/table4.csv", category="Tables"),
+        latex=report("results/tables/table4.tex", category="Tables"),
+    log:
+        "logs/report/table4.log",
+    conda:
+        "envs/aiayn.yaml"
+    params:
+        experiments=report_experiments(parsing_experiments()),
+        train_splits={
+            name: split_spec_of(name, "train") for name in parsing_experiments()
+        },
+        code=code_version("report_table4.py"),
+    script:
+        "../workflow_scripts/report_table4.py"
 
 
 rule learning_rate_figure:
@@ -83,7 +110,7 @@ rule learning_rate_figure:
 rule loss_curves_figure:
     """Training and dev loss of every experiment (from its train.jsonl)."""
     input:
-        summaries=expand("runs/{name}/train.json", name=experiment_names()),
+        summaries=expand("runs/{name}/train.json", name=translation_experiments()),
     output:
         figures=report(
             multiext("results/figures/loss_curves", ".png", ".pdf"),

@@ -19,6 +19,8 @@ rule score:
         ),
     log:
         "logs/score/{experiment}/{checkpoint}/{split}.log",
+    wildcard_constraints:
+        experiment=other_names_pattern(parsing_experiments(), "A-Za-z0-9_."),
     conda:
         "envs/aiayn.yaml"
     params:

@@ -35,6 +35,8 @@ def load(name):
         "configs/wmt14_en_fr.yaml",
         "configs/multi30k.yaml",
         "configs/wmt14_en_de_sample.yaml",
+        "configs/parsing.yaml",
+        "configs/parsing_wsj.yaml",
     ],
 )
 def test_presets_validate(name):
@@ -157,6 +159,8 @@ def merged(*names):
         ("config.yaml", "configs/wmt14_en_fr.yaml"),
         ("config.yaml", "configs/wmt14_en_de.yaml", "configs/table3.yaml"),
         ("config.yaml", "configs/multi30k.yaml", "configs/multi30k_gpu.yaml"),
+        ("config.yaml", "configs/parsing.yaml"),
+        ("config.yaml", "configs/parsing_wsj.yaml"),
     ],
 )
 def test_every_preset_experiment_resolves(names):
@@ -208,6 +212,24 @@ def test_paper_experiments_have_the_paper_settings():
         ]
         == 0.1
     )
+
+
+def test_the_parsing_preset_has_the_papers_table4_settings():
+    """Section 6.3: 4 layers, d_model 1024, 16K vocabulary, WSJ 02-21 / 22 / 23, beam 21,
+    alpha 0.3, input length + 300."""
+    config = merged("config.yaml", "configs/parsing_wsj.yaml")
+    (entry,) = config["experiments"]
+    spec = resolve(entry, config["datasets"])
+    assert (spec["model"]["n_layers"], spec["model"]["d_model"], spec["model"]["vocab_size"]) == (
+        4,
+        1024,
+        16000,
+    )
+    assert (spec["model"]["d_ff"], spec["model"]["n_heads"]) == (2048, 8)  # the base model's
+    decode = resolve_evaluation(entry, config["datasets"])["decode"]
+    assert (decode["beam"], decode["alpha"], decode["max_length_offset"]) == (21, 0.3, 300)
+    splits = config["datasets"]["wsj"]["splits"]
+    assert [splits[s]["sections"] for s in ("train", "dev", "test")] == ["02-21", 22, 23]
 
 
 def test_table3_preset_has_every_row():

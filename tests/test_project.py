@@ -253,6 +253,23 @@ def test_readme_quotes_the_committed_wmt14_sample_run():
     assert "Transformer (base model)" in table and "(sacrebleu wmt14/full, 3003 lines)" in table
 
 
+def test_readme_quotes_the_committed_parsing_run():
+    """The README's Table 4 row is the run recorded in results/ptb_sample/run.json, and the
+    committed Table 4 and score file agree with it."""
+    folder = PROJECT / "results" / "ptb_sample"
+    run_record = json.loads((folder / "run.json").read_text())
+    scores = json.loads((folder / "scores/parser_sample/averaged/test.json").read_text())
+    figures = run_record["scores"]["averaged_test"]
+    assert round(scores["evalb"]["all"]["f1"], 2) == figures["f1"]
+    assert scores["sentences"] == figures["sentences"] == 168
+    readme = (PROJECT / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| Penn Treebank sample"))
+    assert f"**{figures['f1']:.1f}**" in row and f"{run_record['train_seconds']:.0f} s" in row
+    assert run_record["command"] in readme.replace(" \\\n    ", " ")
+    table = (folder / "tables/table4.md").read_text()
+    assert f"{figures['f1']:.2f}".rstrip("0").rstrip(".") in table
+
+
 def test_readme_benchmark_tables_are_the_committed_figures():
     readme = (PROJECT / "README.md").read_text()
     results = PROJECT / "bench" / "results"

@@ -5,6 +5,8 @@
   that breaks learning.
 - WMT14 sample: configs/wmt14_en_de_sample.yaml runs every stage on the real newstest2013 and
   newstest2014 (full and filtered, through sacrebleu's own extraction) into Table 2.
+- Penn Treebank sample: configs/parsing.yaml with a CI-sized budget must still parse: an EVALB
+  F1 floor a little under what it reaches, and Table 4 with the paper's rows beside ours.
 """
 
 from __future__ import annotations
@@ -149,3 +151,50 @@ def test_wmt14_sample_table2_puts_the_paper_beside_ours_on_both_newstest2014s(wm
     # sacrebleu's 13a reference lengths of the two releases (see ../shared PROVENANCE.md)
     assert (full["sacrebleu"]["ref_len"], filtered["sacrebleu"]["ref_len"]) == (62688, 57579)
     assert "Moses tokenizer" in full["tokenized_bleu"]["protocol"]
+
+
+# The CI-sized parsing run reached test F1 PARSING_F1 (2 CPU cores, PARSING_SECONDS s of training)
+# when this floor was set; the margin is for run-to-run noise.
+PARSING_TEST_F1_FLOOR = 0.0  # provisional: set from the CI-sized run below
+PARSING_CI_TRAIN = {"max_steps": 400, "dev_every_steps": 100}
+
+
+@pytest.fixture(scope="module")
+def parsing_run(tmp_path_factory) -> Path:
+    root = shared("ptb_nltk_sample", "combined")
+    project = copy_project(tmp_path_factory.mktemp("parsing") / "project")
+    config = yaml.safe_load((project / "configs" / "parsing.yaml").read_text())
+    experiment = config["experiments"][0]
+    experiment["train"].update(PARSING_CI_TRAIN)
+    overlay = write_overlay(
+        project,
+        "ci.yaml",
+        {"datasets": {"ptb_sample": {"root": str(root)}}, "experiments": [experiment]},
+    )
+    run_snakemake(
+        project, "--configfile", "configs/parsing.yaml", overlay, "--set-threads", "train=2"
+    )
+    return project
+
+
+def test_the_treebank_sample_learns_to_parse_within_a_ci_budget(parsing_run):
+    scores = load_json(parsing_run / "results/scores/parser_sample/averaged/test.json")
+    assert scores["sentences"] == 168  # documents 0170-0179
+    evalb = scores["evalb"]["all"]
+    assert evalb["f1"] >= PARSING_TEST_F1_FLOOR, evalb
+    assert evalb["counts"]["sentences"] == 168
+    trees = (parsing_run / "runs/parser_sample/decode/averaged/test.trees").read_text()
+    gold = (parsing_run / "data/ptb_sample/raw/test.en-ptb.trees").read_text()
+    words = (parsing_run / "data/ptb_sample/clean/test.en-ptb.en").read_text()
+    assert len(trees.splitlines()) == len(gold.splitlines()) == len(words.splitlines()) == 168
+    summary = load_json(parsing_run / "runs/parser_sample/train.json")
+    assert summary["steps"] == PARSING_CI_TRAIN["max_steps"]
+
+
+def test_table4_puts_the_paper_beside_ours(parsing_run):
+    table = (parsing_run / "results/tables/table4.md").read_text()
+    assert "Transformer (4 layers)" in table and "91.3" in table and "92.7" in table
+    (ours,) = [line for line in table.splitlines() if "| ours " in line]
+    assert "test (documents 0170-0179, 168 sentences)" in ours
+    assert "documents 0001-0159: 3396 sentences" in ours
+    assert not (parsing_run / "results/tables/table2.md").exists()

@@ -280,3 +280,72 @@ def test_parameter_table_and_the_snakemake_report(project_copy):
     assert (project_copy / "results/tables/params.tex").read_text().startswith("\\begin{table}")
     run_snakemake(project_copy, "--report", "report.html")
     assert "params.md" in (project_copy / "report.html").read_text(errors="replace")
+
+
+TREE = "( (S (NP-SBJ (NNP Ms.) (NNP Haag) ) (VP (VBZ plays) (NP (NNP Elianti) )) (. .) ))\n"
+
+
+def fake_wsj(folder: Path, sections=(2, 3, 22, 23)) -> Path:
+    """The LDC release's layout (wsj/SS/wsj_SSDD.mrg), two one-tree documents per section."""
+    for section in sections:
+        for document in (1, 2):
+            path = folder / f"{section:02d}" / f"wsj_{section:02d}{document:02d}.mrg"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(TREE.replace("Haag", f"Haag{section}x{document}"))
+    return folder
+
+
+def test_wsj_preset_plans_table4_and_no_translation_tables(project_copy, tmp_path):
+    root = fake_wsj(tmp_path / "wsj")
+    config = f"datasets={{wsj: {{root: {root}}}}}"
+    result = run_snakemake(
+        project_copy, "-n", "--configfile", "configs/parsing_wsj.yaml", "--config", config
+    )
+    assert job_counts(result.stdout) == {
+        "treebank": 3,
+        "clean": 3,
+        "subword": 1,
+        "binarize": 3,
+        "train": 1,
+        "average": 1,
+        "decode": 3,  # averaged on dev and test, last checkpoint on dev
+        "score_parse": 3,
+        "table4": 1,
+        "params_table": 1,
+        "all": 1,
+        "total": 21,
+    }
+
+
+def test_treebank_stage_writes_aligned_sides_and_stops_on_a_malformed_file(project_copy, tmp_path):
+    root = fake_wsj(tmp_path / "wsj")
+    config = f"datasets={{wsj: {{root: {root}}}}}"
+    args = ("--configfile", "configs/parsing_wsj.yaml", "--config", config)
+    run_snakemake(project_copy, "data/wsj/raw/train.en-ptb.json", *args)
+    raw = project_copy / "data/wsj/raw"
+    words = (raw / "train.en-ptb.en").read_text().splitlines()
+    assert words == [f"Ms. Haag{s}x{d} plays Elianti ." for s in (2, 3) for d in (1, 2)]
+    assert (raw / "train.en-ptb.ptb").read_text().splitlines()[0] == (
+        "(S (NP NNP NNP )NP (VP VBZ (NP NNP )NP )VP . )S"
+    )
+    assert (raw / "train.en-ptb.trees").read_text().splitlines()[0].startswith("(TOP (S (NP ")
+    record = json.loads((raw / "train.en-ptb.json").read_text())
+    assert (record["sections"], record["files"], record["lines"]) == ("02-21", 4, 4)
+
+    broken = root / "23" / "wsj_2302.mrg"
+    broken.write_text("\n" + TREE + TREE.replace(" ))\n", "\n"))
+    result = run_snakemake(project_copy, "data/wsj/raw/test.en-ptb.json", *args, check=False)
+    assert result.returncode != 0
+    log = (project_copy / "logs/treebank/wsj/test.en-ptb.log").read_text()
+    assert f"{broken}: the tree that starts on line 3 is never closed" in log
+    assert not (raw / "test.en-ptb.en").exists() and not (raw / "test.en-ptb.trees").exists()
+
+
+def test_a_dataset_mixing_treebank_and_text_splits_is_named(project_copy):
+    def mix(config):
+        config["datasets"]["toy"]["splits"]["test"] = {"source": "ptb", "sections": 23}
+
+    edit_config(project_copy, mix)
+    result = run_snakemake(project_copy, "-n", check=False)
+    assert result.returncode != 0
+    assert "dataset 'toy' mixes `ptb` splits with ['toy'] ones" in result.stdout + result.stderr

@@ -30,6 +30,7 @@ class SubwordSettings:
     character_coverage: float = 1.0
     normalization_rule_name: str = "identity"
     byte_fallback: bool = True
+    split_by_unicode_script: bool = True
     seed: int = 1
 
 
@@ -65,6 +66,7 @@ def train_bpe(
             shuffle_input_sentence=True,
             normalization_rule_name=settings.normalization_rule_name,
             byte_fallback=settings.byte_fallback,
+            split_by_unicode_script=settings.split_by_unicode_script,
             num_threads=max(1, threads),
             pad_id=PAD_ID,
             unk_id=UNK_ID,

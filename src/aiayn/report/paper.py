@@ -45,3 +45,19 @@ TABLE3 = {
 }
 # Label smoothing of the paper's Table 3 rows (every row but D_ls uses 0.1).
 TABLE3_LABEL_SMOOTHING = {"D_ls0.0": 0.0, "D_ls0.2": 0.2}
+
+# Table 4: English constituency parsing, F1 on WSJ section 23 (section 6.3). (parser, training, F1)
+TABLE4 = [
+    ("Vinyals & Kaiser et al. (2014)", "WSJ only, discriminative", 88.3),
+    ("Petrov et al. (2006)", "WSJ only, discriminative", 90.4),
+    ("Zhu et al. (2013)", "WSJ only, discriminative", 90.4),
+    ("Dyer et al. (2016)", "WSJ only, discriminative", 91.7),
+    ("Transformer (4 layers)", "WSJ only, discriminative", 91.3),
+    ("Zhu et al. (2013)", "semi-supervised", 91.3),
+    ("Huang & Harper (2009)", "semi-supervised", 91.3),
+    ("McClosky et al. (2006)", "semi-supervised", 92.1),
+    ("Vinyals & Kaiser et al. (2014)", "semi-supervised", 92.1),
+    ("Transformer (4 layers)", "semi-supervised", 92.7),
+    ("Luong et al. (2015)", "multi-task", 93.0),
+    ("Dyer et al. (2016)", "generative", 93.3),
+]

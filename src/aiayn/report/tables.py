@@ -6,6 +6,7 @@ its resolved model and training settings, train.json, and its score files.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -33,6 +34,26 @@ class ExperimentResult:
     train: dict  # TrainSettings fields
     summary: dict  # train.json
     scores: dict = field(default_factory=dict)  # (checkpoint, split) -> score record
+
+
+def collect_results(
+    experiments: list[dict], summary_paths: list[str], score_paths: list[str]
+) -> list[ExperimentResult]:
+    """Each experiment the report rule describes, with its train.json and its score files."""
+    summaries = {load_json(p)["experiment"]: load_json(p) for p in summary_paths}
+    results = {
+        spec["name"]: ExperimentResult(**spec, summary=summaries[spec["name"]])
+        for spec in experiments
+    }
+    for path in score_paths:
+        record = load_json(path)
+        results[record["experiment"]].scores[(record["checkpoint"], record["split"])] = record
+    return list(results.values())
+
+
+def load_json(path: str) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
 
 
 def paper_way_cost(summary: dict) -> float | None:

@@ -1,0 +1,1 @@
+"""Table 4: constituency parsing as translation (words -> linearized tree)."""
