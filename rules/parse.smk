@@ -15,6 +15,8 @@ rule treebank:
         record="data/{dataset}/raw/{split}.{src}-{tgt}.json",
     log:
         "logs/treebank/{dataset}/{split}.{src}-{tgt}.log",
+    benchmark:
+        "benchmarks/treebank/{dataset}/{split}.{src}-{tgt}.tsv"
     wildcard_constraints:
         dataset=names_pattern(treebank_datasets()),
     conda:

@@ -153,9 +153,12 @@ def test_wmt14_sample_table2_puts_the_paper_beside_ours_on_both_newstest2014s(wm
     assert "Moses tokenizer" in full["tokenized_bleu"]["protocol"]
 
 
-# The CI-sized parsing run reached test F1 PARSING_F1 (2 CPU cores, PARSING_SECONDS s of training)
-# when this floor was set; the margin is for run-to-run noise.
-PARSING_TEST_F1_FLOOR = 0.0  # provisional: set from the CI-sized run below
+# The CI-sized parsing run (400 steps, 569 s of training on 2 busy CPU cores) reached test F1
+# 4.84 and dev perplexity 3.86 when these were set. At this budget the model writes trees of the
+# right shape but too short (see the README), so the F1 floor mostly guards the scoring path and
+# the perplexity ceiling guards learning (an untrained model is near the 8000-piece vocabulary).
+PARSING_TEST_F1_FLOOR = 3.0
+PARSING_DEV_PPL_CEILING = 4.5
 PARSING_CI_TRAIN = {"max_steps": 400, "dev_every_steps": 100}
 
 
@@ -189,6 +192,7 @@ def test_the_treebank_sample_learns_to_parse_within_a_ci_budget(parsing_run):
     assert len(trees.splitlines()) == len(gold.splitlines()) == len(words.splitlines()) == 168
     summary = load_json(parsing_run / "runs/parser_sample/train.json")
     assert summary["steps"] == PARSING_CI_TRAIN["max_steps"]
+    assert summary["dev_ppl"] <= PARSING_DEV_PPL_CEILING
 
 
 def test_table4_puts_the_paper_beside_ours(parsing_run):

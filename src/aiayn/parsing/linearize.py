@@ -71,7 +71,7 @@ def linearize(tree: Tree, settings: Linearization = Linearization()) -> str:
     return " ".join(token for child in children for token in _tokens(child, settings))
 
 
-def _tokens(node: Tree | str, settings: Linearization):
+def _tokens(node: Tree, settings: Linearization):
     if node.is_preterminal:
         yield {"tags": node.label, "xx": UNKNOWN_TAG, "words": node.children[0]}[settings.leaves]
         return
