@@ -259,6 +259,11 @@ def input_words(wildcards):
     return split_prefixes(name, langs(name), wildcards.split, "clean")[0]
 
 
+def experiment_linearization(name):
+    """How the trees of a parsing experiment's dataset are written as sequences."""
+    return dataset(experiment(name)["dataset"])["linearization"]
+
+
 def gold_trees(wildcards):
     """The cleaned treebank trees of a parsing split, written beside its raw text."""
     name = experiment(wildcards.experiment)["dataset"]

@@ -57,9 +57,7 @@ rule score_parse:
         "envs/aiayn.yaml"
     params:
         test_set=lambda wildcards: split_spec_of(wildcards.experiment, wildcards.split),
-        linearization=lambda wildcards: dataset(experiment(wildcards.experiment)["dataset"])[
-            "linearization"
-        ],
+        linearization=lambda wildcards: experiment_linearization(wildcards.experiment),
         code=code_version("score_parse.py"),
     script:
         "../workflow_scripts/score_parse.py"
