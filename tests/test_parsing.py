@@ -280,3 +280,37 @@ def test_the_nltk_sample_reads_whole_and_round_trips():
     # One annotation error of the sample, (, Wa), is taken for a misplaced comma tag.
     assert len(changed) == 1 and "(XX Wa)" in changed[0][0]
     assert changed[0][1] == {"punctuation_tags": 1}
+
+
+def test_table4_puts_the_papers_rows_first_and_labels_ours():
+    from aiayn.report.parsing_table import describe_training, table4
+    from aiayn.report.tables import ExperimentResult
+
+    evalb_figures = {"f1": 50.123, "precision": 60.0, "recall": 43.0}
+    record = {
+        "split": "test",
+        "sentences": 168,
+        "repaired_trees": 42,
+        "test_set": {"source": "ptb", "documents": "0170-0179"},
+        "evalb": {"all": evalb_figures},
+    }
+    result = ExperimentResult(
+        name="p",
+        pair="en-ptb",
+        dev_split="dev",
+        paper_row=None,
+        model={"n_layers": 3, "d_model": 256},
+        train={},
+        summary={"steps": 1200},
+        scores={("averaged", "test"): record, ("averaged", "dev"): record, ("last", "dev"): record},
+    )
+    training = describe_training({"documents": "0001-0159"}, {"kept_pairs": 3396}, result.summary)
+    table = table4([result], {"p": training})
+    assert list(table["source"]) == ["paper"] * 12 + ["ours"]
+    ours = table.iloc[-1]
+    assert ours["parser"] == "p (N=3, d_model=256)"
+    assert ours["training"] == "documents 0001-0159: 3396 sentences, 1200 steps"
+    assert ours["test set"] == "test (documents 0170-0179, 168 sentences)"
+    assert (ours["F1"], ours["repaired trees (%)"]) == (50.12, 25.0)
+    paper = table[table["parser"] == "Transformer (4 layers)"]
+    assert list(paper["F1"]) == [91.3, 92.7]
