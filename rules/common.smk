@@ -12,7 +12,13 @@ sys.path.insert(0, str(SRC_DIR.parent))
 
 from aiayn.data.sources import is_url, local_files
 from aiayn.errors import InputError
-from aiayn.experiments import resolve, resolve_evaluation, split_prefixes
+from aiayn.experiments import (
+    averaged_model_path,
+    resolve,
+    resolve_evaluation,
+    split_prefixes,
+    subword_model_path,
+)
 from aiayn.parsing.treebank import select_files
 from aiayn.workflow import package_modules, use_this_checkout
 
@@ -134,7 +140,7 @@ def prepared_data_files():
     files = []
     used = [entry["dataset"] for entry in config.get("experiments", [])]
     for name in dict.fromkeys(config.get("prepare", []) + used):
-        files.append(f"data/{name}/spm/bpe.model")
+        files.append(subword_model_path(name))
         for split in dataset(name)["splits"]:
             files += split_files("bin", name, split, (".bin", ".idx"))
     return files
@@ -172,7 +178,7 @@ def experiment_files():
     names = [entry["name"] for entry in config.get("experiments", [])]
     if len(set(names)) != len(names):
         raise ValueError(f"experiment names must be unique: {names}")
-    return [f"runs/{name}/averaged.pt" for name in names]
+    return [averaged_model_path(name) for name in names]
 
 
 def check_experiments():
@@ -180,6 +186,13 @@ def check_experiments():
     for entry in config.get("experiments", []):
         resolve(entry, config["datasets"])
         resolve_evaluation(entry, config["datasets"])
+    baseline = config["report"].get("baseline")
+    if baseline is not None and baseline not in experiment_names():
+        raise InputError(
+            f"report.baseline {baseline!r} is not an experiment of the config "
+            f"(experiments: {experiment_names()}); name one, or leave it out to test each "
+            "experiment against the first of its dataset"
+        )
 
 
 def evaluation(name):
@@ -214,6 +227,32 @@ def evaluations(name):
     return [("averaged", split) for split in splits] + [("last", dev)]
 
 
+def baseline_of(name):
+    """The experiment a translation experiment's scores are tested against: `report.baseline`
+    where it translates the same dataset, else the dataset's first experiment."""
+    dataset_name = experiment(name)["dataset"]
+    same_data = [
+        other
+        for other in translation_experiments()
+        if experiment(other)["dataset"] == dataset_name
+    ]
+    chosen = config["report"].get("baseline")
+    return chosen if chosen in same_data else same_data[0]
+
+
+def baseline_hypotheses(wildcards):
+    """The baseline's output on the same split by the same kind of model, for the paired test;
+    none for the baseline itself or where it does not decode that split."""
+    if wildcards.experiment in parsing_experiments():
+        return []
+    baseline = baseline_of(wildcards.experiment)
+    if baseline == wildcards.experiment:
+        return []
+    if (wildcards.checkpoint, wildcards.split) not in evaluations(baseline):
+        return []
+    return [f"runs/{baseline}/decode/{wildcards.checkpoint}/{wildcards.split}.hyp"]
+
+
 def score_files(checkpoint=None, names=None):
     """Score files of every experiment (or of `names`), or of its averaged or last model only."""
     files = []
@@ -236,7 +275,7 @@ def dev_score_files():
 def decode_model(wildcards):
     """The averaged model, or train.json (which names the last checkpoint's weights)."""
     if wildcards.checkpoint == "averaged":
-        return f"runs/{wildcards.experiment}/averaged.pt"
+        return averaged_model_path(wildcards.experiment)
     return f"runs/{wildcards.experiment}/train.json"
 
 
@@ -276,7 +315,7 @@ def split_spec_of(name, split):
 
 
 def subword_model(wildcards):
-    return f"data/{experiment(wildcards.experiment)['dataset']}/spm/bpe.model"
+    return subword_model_path(experiment(wildcards.experiment)["dataset"])
 
 
 def report_files():

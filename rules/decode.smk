@@ -28,7 +28,7 @@ rule attention_maps:
     """Encoder self-attention of the averaged model on the paper's sentences (Figures 3-5); every
     layer's weights also go to runs/{experiment}/attention.npz."""
     input:
-        model="runs/{experiment}/averaged.pt",
+        model=averaged_model_path("{experiment}"),
         subword=subword_model,
     output:
         weights="runs/{experiment}/attention.npz",

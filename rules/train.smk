@@ -16,8 +16,9 @@ rule train:
         "envs/aiayn.yaml"
     threads: 1
     resources:
-        # One allocation of `nodes` machines with `processes` GPUs each; the profile adds the
-        # partition, memory, run time and CPUs per GPU (profiles/slurm/config.yaml).
+        # One allocation of `nodes` machines with `processes` GPUs each; the workflow profile
+        # (profiles/default/) adds memory, run time and CPUs per GPU, the cluster profile
+        # (profiles/slurm/) the partition.
         nodes=lambda wildcards: experiment(wildcards.experiment)["nodes"],
         gres=lambda wildcards: f"gpu:{experiment(wildcards.experiment)['processes']}",
     params:
@@ -34,7 +35,7 @@ rule average:
     input:
         summary="runs/{experiment}/train.json",
     output:
-        model="runs/{experiment}/averaged.pt",
+        model=averaged_model_path("{experiment}"),
     log:
         "logs/average/{experiment}.log",
     conda:

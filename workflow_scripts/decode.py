@@ -8,10 +8,9 @@ import torch
 
 from aiayn.binarize import IndexedDataset
 from aiayn.decode_settings import DecodeSettings
-from aiayn.errors import InputError
 from aiayn.logs import run_stage, save_record
 from aiayn.textio import write_lines
-from aiayn.translate import load_model, pick_device, translate
+from aiayn.translate import check_vocabulary, detokenized, load_model, pick_device, translate
 
 
 def weights_path() -> str:
@@ -30,16 +29,12 @@ def main():
     model, payload = load_model(path, device)
     source = IndexedDataset(snakemake.input.source[0].removesuffix(".bin"))
     processor = spm.SentencePieceProcessor(model_file=snakemake.input.subword)
-    if processor.get_piece_size() != model.config.vocab_size:
-        raise InputError(
-            f"{snakemake.input.subword} has {processor.get_piece_size()} pieces but {path} "
-            f"was trained with {model.config.vocab_size}: retrain or use the matching BPE model"
-        )
+    check_vocabulary(processor, model, snakemake.input.subword, path)
     sentences = list(source)
     wildcards = snakemake.wildcards
     desc = f"{wildcards.experiment}/{wildcards.checkpoint}/{wildcards.split}"
     hypotheses, timing = translate(model, sentences, settings, desc=desc)
-    lines = [" ".join(processor.decode(h.tokens).splitlines()) for h in hypotheses]
+    lines = detokenized(processor, hypotheses)
     write_lines(snakemake.output.hypotheses, lines)
     logging.getLogger("aiayn").info("%s: %d sentences", snakemake.output.hypotheses, len(lines))
     save_record(

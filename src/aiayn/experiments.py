@@ -24,6 +24,16 @@ def split_prefixes(
     return [f"data/{dataset_name}/{stage}/{split}.{pair}.{lang}" for lang in langs]
 
 
+def subword_model_path(dataset_name: str) -> str:
+    """The dataset's sentencepiece model, shared by both languages."""
+    return f"data/{dataset_name}/spm/bpe.model"
+
+
+def averaged_model_path(experiment_name: str) -> str:
+    """The experiment's averaged weights: the model that is decoded."""
+    return f"runs/{experiment_name}/averaged.pt"
+
+
 def dataset_of(experiment: dict, datasets: dict) -> dict:
     """The config's entry for the dataset an experiment names."""
     name, dataset_name = experiment["name"], experiment["dataset"]

@@ -40,6 +40,41 @@ def load_model(path: str | Path, device: torch.device) -> tuple[Transformer, dic
     return model.to(device).eval(), payload
 
 
+def check_vocabulary(processor, model: Transformer, subword_path, weights_path) -> None:
+    """The BPE model must be the one the weights were trained with."""
+    if processor.get_piece_size() != model.config.vocab_size:
+        raise InputError(
+            f"{subword_path} has {processor.get_piece_size()} pieces but {weights_path} "
+            f"was trained with {model.config.vocab_size}: retrain or use the matching BPE model"
+        )
+
+
+def detokenized(processor, hypotheses: list[Hypothesis]) -> list[str]:
+    """Each hypothesis as one line of text (a decoded newline would break line alignment)."""
+    return [" ".join(processor.decode(h.tokens).splitlines()) for h in hypotheses]
+
+
+def translate_lines(
+    weights_path, subword_path, lines: list[str], settings: DecodeSettings, device: str = "auto"
+) -> list[str]:
+    """Raw text lines translated with a weights file and its BPE model, in input order; an empty
+    line gives an empty line."""
+    import sentencepiece as spm
+
+    model, _ = load_model(weights_path, pick_device(device))
+    processor = spm.SentencePieceProcessor(model_file=str(subword_path))
+    check_vocabulary(processor, model, subword_path, weights_path)
+    texts = [" ".join(line.split()) for line in lines]
+    todo = [i for i, text in enumerate(texts) if text]
+    translations = [""] * len(texts)
+    if todo:
+        ids = [np.asarray(processor.encode(texts[i]), dtype=np.int64) for i in todo]
+        hypotheses, _ = translate(model, ids, settings, desc="translate")
+        for i, line in zip(todo, detokenized(processor, hypotheses), strict=True):
+            translations[i] = line
+    return translations
+
+
 def autocast(device: torch.device):
     """bf16 matrix products on GPUs that have them; fp32 elsewhere."""
     if device.type == "cuda" and torch.cuda.is_bf16_supported():

@@ -1,0 +1,121 @@
+"""The `aiayn` command: translate text with a model the workflow trained.
+
+    aiayn translate --experiment NAME [--configfile F ...] [--input F] [--output F]
+                    [--beam N] [--alpha A] [--batch-tokens N] [--device auto|cpu|cuda]
+
+Like fairseq-interactive or marian-decoder, but the model, the BPE and the decoding settings
+are found from the experiment's name, as the workflow's decode rule finds them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from aiayn.errors import InputError
+from aiayn.logs import setup_logging
+
+log = logging.getLogger("aiayn")
+
+
+def parser() -> argparse.ArgumentParser:
+    cli = argparse.ArgumentParser(prog="aiayn", description=__doc__.split("\n\n")[0])
+    commands = cli.add_subparsers(dest="command", required=True)
+    translate = commands.add_parser(
+        "translate",
+        help="translate a file or stdin with an experiment's averaged model",
+        description="Translate one sentence per line (stdin or --input) with the experiment's "
+        "averaged model, its sentencepiece model and its decode settings; detokenized output "
+        "in input order (stdout or --output), progress on stderr.",
+    )
+    translate.add_argument("--experiment", "-e", required=True, help="an experiment's name")
+    translate.add_argument(
+        "--configfile",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="config files on top of config.yaml, as given to snakemake",
+    )
+    translate.add_argument("--workdir", type=Path, default=Path("."), help="the workflow's folder")
+    translate.add_argument("--input", "-i", type=Path, help="text to translate (default: stdin)")
+    translate.add_argument("--output", "-o", type=Path, help="where to write (default: stdout)")
+    translate.add_argument("--beam", type=int, help="beam size (default: the experiment's)")
+    translate.add_argument("--alpha", type=float, help="length penalty (default: the experiment's)")
+    translate.add_argument("--batch-tokens", type=int, help="source tokens per batch")
+    translate.add_argument(
+        "--device", default="auto", help="auto (a GPU when there is one), cpu, cuda, cuda:1, ..."
+    )
+    return cli
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    setup_logging()
+    try:
+        return run_translate(args)
+    except InputError as err:
+        log.error("%s", err)
+        return 1
+
+
+def run_translate(args: argparse.Namespace) -> int:
+    from aiayn.translate import translate_lines
+
+    model_path, subword_path, settings = locate(args)
+    lines = read_input(args.input)
+    log.info("%s: %d lines, %s", model_path, len(lines), settings)
+    translations = translate_lines(model_path, subword_path, lines, settings, args.device)
+    text = "".join(line + "\n" for line in translations)
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def locate(args: argparse.Namespace):
+    """The averaged model, BPE model and decode settings of the experiment, with overrides."""
+    from aiayn.decode_settings import DecodeSettings
+    from aiayn.experiments import averaged_model_path, resolve_evaluation, subword_model_path
+    from aiayn.workflow_config import find_experiment, load_config
+
+    root = args.workdir
+    config = load_config(root, [root / path for path in args.configfile])
+    entry = find_experiment(config, args.experiment)
+    settings = DecodeSettings(**resolve_evaluation(entry, config["datasets"])["decode"])
+    overrides = {"beam": args.beam, "alpha": args.alpha, "batch_tokens": args.batch_tokens}
+    try:
+        settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    model_path = root / averaged_model_path(entry["name"])
+    subword_path = root / subword_model_path(entry["dataset"])
+    for path, what in ((model_path, "averaged model"), (subword_path, "BPE model")):
+        if not path.is_file():
+            target = averaged_model_path(entry["name"])
+            raise InputError(
+                f"experiment {entry['name']!r} has no {what} yet ({path}): train it first with "
+                f"`snakemake --cores all {target}` (and the same --configfile)"
+            )
+    log.info("decode settings: %s", asdict(settings))
+    return model_path, subword_path, settings
+
+
+def read_input(path: Path | None) -> list[str]:
+    """Lines to translate, without their line ends; invalid UTF-8 is an error, not a guess."""
+    try:
+        if path is None:
+            return sys.stdin.buffer.read().decode("utf-8").splitlines()
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        where = path or "stdin"
+        raise InputError(f"{where} is not UTF-8 text (byte {err.start}): {err.reason}") from None
+    except FileNotFoundError:
+        raise InputError(f"input file {path} does not exist") from None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
