@@ -34,6 +34,7 @@ rule table2:
     params:
         table="table2",
         experiments=report_experiments(),
+        significance=config["report"]["significance"],
         code=code_version("report_table.py"),
     script:
         "../workflow_scripts/report_table.py"
@@ -55,6 +56,7 @@ rule table3:
     params:
         table="table3",
         experiments=report_experiments(),
+        significance=config["report"]["significance"],
         code=code_version("report_table.py"),
     script:
         "../workflow_scripts/report_table.py"

@@ -7,6 +7,7 @@ rule score:
         hypotheses="runs/{experiment}/decode/{checkpoint}/{split}.hyp",
         decode_record="runs/{experiment}/decode/{checkpoint}/{split}.json",
         reference=reference_text,
+        baseline=baseline_hypotheses,
     output:
         scores=report(
             "results/scores/{experiment}/{checkpoint}/{split}.json",
@@ -28,6 +29,8 @@ rule score:
             experiment(wildcards.experiment)["dataset"]
         )[1],
         test_set=lambda wildcards: split_spec_of(wildcards.experiment, wildcards.split),
+        baseline=lambda wildcards: baseline_of(wildcards.experiment),
+        resamples=config["report"]["bootstrap_resamples"],
         code=code_version("score.py"),
     script:
         "../workflow_scripts/score.py"

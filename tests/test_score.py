@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from aiayn.errors import InputError
-from aiayn.score import paper_tokenize, score, split_compounds
+from aiayn.score import paired_bootstrap, paper_tokenize, score, split_compounds
 from tests.conftest import shared
 
 
@@ -55,6 +55,54 @@ def test_sacrebleu_figures_equal_the_sacrebleu_command_line(newstest2014_de, tmp
     assert round(figures["chrf"]["score"], 4) == pytest.approx(cli_chrf["score"])
     assert figures["chrf"]["signature"] == cli_chrf["signature"]
     assert figures["tokenized_bleu"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:none")
+
+
+def sacrebleu_cli(reference_path, tmp_path, systems: list[list[str]], *options: str):
+    """sacreBLEU's own command line on these systems' outputs, as JSON."""
+    paths = []
+    for index, lines in enumerate(systems):
+        paths.append(tmp_path / f"system{index}.de")
+        paths[-1].write_text("\n".join(lines) + "\n", encoding="utf-8")
+    command = [sys.executable, "-m", "sacrebleu", str(reference_path), "-i", *map(str, paths)]
+    result = subprocess.run(
+        [*command, "-m", "bleu", "-w", "4", "-f", "json", *options],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(result.stdout)
+
+
+def test_confidence_intervals_are_sacrebleus(newstest2014_de, tmp_path):
+    reference_path, references = newstest2014_de
+    hypotheses = perturb(references)
+    cli = sacrebleu_cli(reference_path, tmp_path, [hypotheses], "--confidence")
+    bootstrap = score(hypotheses, references, "de")["sacrebleu"]["bootstrap"]
+    assert round(bootstrap["mean"], 4) == pytest.approx(cli["confidence_mean"])
+    assert round(bootstrap["ci95"], 4) == pytest.approx(cli["confidence_var"])
+    assert 0.05 < bootstrap["ci95"] < 1.0 and bootstrap["signature"] == cli["signature"]
+    assert "bootstrap" not in score(hypotheses, references, "de", resamples=1)["sacrebleu"]
+
+
+def test_the_paired_test_is_sacrebleus_and_sees_a_real_difference(newstest2014_de, tmp_path):
+    reference_path, references = newstest2014_de
+    baseline = perturb(references)
+    # The last word of every other line dropped: about 1 BLEU worse, far beyond the noise.
+    worse = [line if i % 2 else " ".join(line.split()[:-1]) for i, line in enumerate(baseline)]
+    _, cli = sacrebleu_cli(reference_path, tmp_path, [baseline, worse], "--paired-bs")
+    test = paired_bootstrap(worse, baseline, references)
+    assert test["p_value"] == pytest.approx(cli["BLEU"]["p_value"]) and test["p_value"] < 0.01
+    assert test["difference"] == pytest.approx(cli["BLEU"]["score"] - test["baseline_score"])
+    assert test["difference"] < -0.5
+
+
+def test_identical_outputs_are_not_a_significant_difference(newstest2014_de):
+    _, references = newstest2014_de
+    hypotheses = perturb(references)
+    test = paired_bootstrap(hypotheses, list(hypotheses), references)
+    assert test["p_value"] == 1.0 and test["difference"] == 0.0 and test["identical"]
+    with pytest.raises(InputError, match="both systems must translate the same test set"):
+        paired_bootstrap(hypotheses[:10], hypotheses, references)
 
 
 def test_compound_splitting_follows_the_perl_one_liner():

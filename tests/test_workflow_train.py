@@ -80,7 +80,18 @@ def test_default_config_fills_results_and_the_report(default_run):
     ours = table2[table2["source"] == "ours"]
     assert len(ours) == 4 and (table2["source"] == "paper").sum() == 8
     assert ours["train FLOPs, counted"].notna().all()
+    assert (ours["sacreBLEU ±95%"] > 0).all() and (ours["BLEU (tok.) ±95%"] > 0).all()
+    # Each row against the config's first experiment, by sacreBLEU's paired bootstrap test.
+    tested = ours.set_index(ours["model"].str.split().str[0])
+    assert tested.loc["tiny", "vs. baseline"] == "(baseline)"
+    one_head = tested.loc["tiny_one_head"]
+    assert one_head["vs. baseline"] == "tiny" and one_head["p"] < 0.01 and one_head["sig."] == "*"
+    record = scores(default_run, "tiny_one_head", "averaged", "test")["paired_bootstrap"]
+    assert record["baseline"] == "tiny" and record["difference"] < -5
+    assert "bs:1000|seed:12345" in record["signature"]
     table3 = pd.read_csv(default_run / "results/tables/table3.csv")
+    ours3 = table3[table3["source"] == "ours"].set_index("row")
+    assert ours3.loc["tiny_one_head", "sig."] == "*" and ours3["dev sacreBLEU ±95%"].notna().all()
     assert list(table3["row"]) == [
         "base",
         "tiny",
@@ -105,6 +116,40 @@ def test_default_config_fills_results_and_the_report(default_run):
         names = archive.namelist()
     assert any(name.endswith("table2.md") for name in names)
     assert any(name.endswith("tiny.sentence1.png") for name in names)
+
+
+def aiayn(root: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """The `aiayn` console command this Python installed, run in the workflow's folder."""
+    command = [str(Path(sys.executable).parent / "aiayn"), *args]
+    return subprocess.run(command, cwd=root, input=stdin, capture_output=True, text=True)
+
+
+def test_aiayn_translate_gives_the_decode_rules_translations(default_run):
+    """The same model, BPE and settings as the decode rule: the same lines, in input order."""
+    result = aiayn(
+        default_run, "translate", "--experiment", "tiny", "--input", "data/toy/clean/test.en-de.en"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = (default_run / "runs/tiny/decode/averaged/test.hyp").read_text().splitlines()
+    assert result.stdout.splitlines() == expected
+    assert "translate: 100%" in result.stderr  # the progress bar, on stderr
+
+
+def test_aiayn_translate_reads_stdin_keeps_empty_lines_and_takes_overrides(default_run):
+    source = (default_run / "data/toy/clean/test.en-de.en").read_text().splitlines()[:2]
+    output = default_run / "translated.de"
+    result = aiayn(
+        default_run,
+        "translate", "-e", "tiny", "--beam", "1", "--alpha", "0", "--output", str(output),
+        stdin=f"{source[0]}\n\n  {source[1]}  \n",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = output.read_text().splitlines()
+    assert len(lines) == 3 and lines[1] == "" and lines[0] and lines[2]
+    assert "'beam': 1" in result.stderr and "'alpha': 0.0" in result.stderr
+    greedy = aiayn(default_run, "translate", "-e", "tiny", "--beam", "1", "--alpha", "0",
+                   stdin=source[1] + "\n")  # fmt: skip
+    assert greedy.stdout.splitlines() == [lines[2]]  # spaces around a line change nothing
 
 
 def test_a_decoding_setting_reruns_decode_score_and_report_but_not_training(default_run):

@@ -14,7 +14,8 @@ def main():
     )
     output = snakemake.output
     label = f"tab:{snakemake.params.table}"
-    write_tables(build(results), output.markdown, output.csv, output.latex, caption, label)
+    table = build(results, snakemake.params.significance)
+    write_tables(table, output.markdown, output.csv, output.latex, caption, label)
 
 
 run_stage(main, snakemake.log[0])

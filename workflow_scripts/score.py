@@ -1,9 +1,10 @@
 """Rule score: sacreBLEU, the paper's tokenized BLEU and chrF of one decode."""
 
 import json
+import logging
 
 from aiayn.logs import run_stage, save_record
-from aiayn.score import score
+from aiayn.score import paired_bootstrap, score
 from aiayn.textio import read_lines
 
 
@@ -12,7 +13,9 @@ def main():
     references = list(read_lines(snakemake.input.reference))
     with open(snakemake.input.decode_record, encoding="utf-8") as handle:
         decode = json.load(handle)
-    figures = score(hypotheses, references, snakemake.params.target_lang)
+    resamples = snakemake.params.resamples
+    figures = score(hypotheses, references, snakemake.params.target_lang, resamples)
+    figures["paired_bootstrap"] = against_baseline(hypotheses, references, resamples)
     save_record(
         snakemake.output.scores,
         {
@@ -27,6 +30,19 @@ def main():
             **figures,
         },
     )
+
+
+def against_baseline(hypotheses, references, resamples):
+    """sacreBLEU's paired bootstrap test against the baseline experiment's output on this split
+    (none for the baseline itself, or where the baseline does not decode this split)."""
+    baseline = snakemake.params.baseline
+    if not snakemake.input.baseline or resamples <= 1:
+        return {"baseline": baseline, "is_baseline": baseline == snakemake.wildcards.experiment}
+    test = paired_bootstrap(
+        hypotheses, list(read_lines(snakemake.input.baseline[0])), references, resamples
+    )
+    logging.getLogger("aiayn").info("against %s: %s", baseline, test)
+    return {"baseline": baseline, "is_baseline": False, **test}
 
 
 run_stage(main, snakemake.log[0])

@@ -6,6 +6,10 @@
   `perl -ple 's{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g'`, then multi-bleu.perl: BLEU on those tokens,
   case-sensitive, unsmoothed (sacreBLEU with tokenize=none and smooth=none computes the same).
 - chrF (chrF2, character 6-grams) with its signature.
+
+Each BLEU carries sacreBLEU's bootstrap 95% confidence interval (its `--confidence`), and a
+system can be compared with a baseline on the same test set by sacreBLEU's paired bootstrap
+test (its `--paired-bs`), both seeded by SACREBLEU_SEED (default 12345), so reruns agree.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import re
 from functools import lru_cache
 
 from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.significance import PairedTest
 from sacremoses import MosesTokenizer
 
 from aiayn.errors import InputError
@@ -41,9 +46,15 @@ def paper_tokenize(lines: list[str], lang: str) -> list[str]:
     return [split_compounds(tokenizer.tokenize(line, return_str=True)) for line in lines]
 
 
-def bleu_figures(metric: BLEU, hypotheses: list[str], references: list[str]) -> dict:
+# sacreBLEU's default number of resamples for --confidence and --paired-bs.
+BOOTSTRAP_RESAMPLES = 1000
+
+
+def bleu_figures(
+    metric: BLEU, hypotheses: list[str], references: list[str], resamples: int
+) -> dict:
     result = metric.corpus_score(hypotheses, [references])
-    return {
+    figures = {
         "score": result.score,
         "signature": str(metric.get_signature()),
         "precisions": result.precisions,
@@ -51,9 +62,56 @@ def bleu_figures(metric: BLEU, hypotheses: list[str], references: list[str]) -> 
         "hyp_len": result.sys_len,
         "ref_len": result.ref_len,
     }
+    if resamples > 1 and len(hypotheses) > 1:
+        resampled = metric.corpus_score(hypotheses, [references], n_bootstrap=resamples)
+        figures["bootstrap"] = {
+            "mean": resampled._mean,  # sacreBLEU keeps these two private; its format() rounds
+            "ci95": resampled._ci,  # half-width: mean +- ci95 covers 95% of the resamples
+            "signature": str(metric.get_signature()),
+        }
+    return figures
 
 
-def score(hypotheses: list[str], references: list[str], target_lang: str) -> dict:
+def paired_bootstrap(
+    hypotheses: list[str],
+    baseline: list[str],
+    references: list[str],
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> dict:
+    """sacreBLEU's paired bootstrap test of a system against a baseline on the same test set:
+    p is the share of resamples where the difference in sacreBLEU is not larger than chance."""
+    if not len(hypotheses) == len(baseline) == len(references):
+        raise InputError(
+            f"paired test: {len(hypotheses)} hypotheses, {len(baseline)} baseline hypotheses, "
+            f"{len(references)} references: both systems must translate the same test set"
+        )
+    if hypotheses == baseline:
+        # sacreBLEU counts resampled differences strictly above the observed one, which for
+        # identical outputs (observed 0) gives its smallest p, not "no difference".
+        return {"p_value": 1.0, "baseline_score": None, "difference": 0.0, "identical": True}
+    test = PairedTest(
+        [("baseline", baseline), ("system", hypotheses)],
+        {"BLEU": BLEU()},
+        [references],
+        test_type="bs",
+        n_samples=resamples,
+    )
+    signatures, results = test()
+    base, system = results["BLEU"]
+    return {
+        "p_value": system.p_value,
+        "baseline_score": base.score,
+        "difference": system.score - base.score,
+        "signature": str(signatures["BLEU"]),
+    }
+
+
+def score(
+    hypotheses: list[str],
+    references: list[str],
+    target_lang: str,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> dict:
     """Every figure for one test set: sacreBLEU, the paper's tokenized BLEU, chrF."""
     if len(hypotheses) != len(references):
         raise InputError(
@@ -66,10 +124,11 @@ def score(hypotheses: list[str], references: list[str], target_lang: str) -> dic
         BLEU(tokenize="none", smooth_method="none", force=True),
         paper_tokenize(hypotheses, target_lang),
         paper_tokenize(references, target_lang),
+        resamples,
     )
     return {
         "sentences": len(hypotheses),
-        "sacrebleu": bleu_figures(BLEU(), hypotheses, references),
+        "sacrebleu": bleu_figures(BLEU(), hypotheses, references, resamples),
         "tokenized_bleu": {**paper, "protocol": PAPER_PROTOCOL},
         "chrf": {"score": chrf_result.score, "signature": str(chrf.get_signature())},
     }

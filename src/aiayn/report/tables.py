@@ -64,6 +64,34 @@ def paper_way_cost(summary: dict) -> float | None:
     return summary["seconds"] * summary["processes"] * tflops * 1e12
 
 
+def confidence(record: dict | None, significance: float, prefix: str = "") -> dict:
+    """The 95% bootstrap intervals of a score record's BLEUs (half-widths) and its paired test
+    against the baseline: p, and `*` where p < `significance`."""
+    columns = {
+        f"{prefix}BLEU (tok.) ±95%": None,
+        f"{prefix}sacreBLEU ±95%": None,
+        "vs. baseline": None,
+        "p": None,
+        "sig.": None,
+    }
+    if record is None:
+        return columns
+    for key, metric in (
+        (f"{prefix}BLEU (tok.) ±95%", "tokenized_bleu"),
+        (f"{prefix}sacreBLEU ±95%", "sacrebleu"),
+    ):
+        bootstrap = record[metric].get("bootstrap")
+        columns[key] = round(bootstrap["ci95"], 2) if bootstrap else None
+    test = record.get("paired_bootstrap") or {}
+    if test.get("is_baseline"):
+        columns["vs. baseline"] = "(baseline)"
+    elif test.get("p_value") is not None:
+        columns["vs. baseline"] = test["baseline"]
+        columns["p"] = round(test["p_value"], 4)
+        columns["sig."] = "*" if test["p_value"] < significance else ""
+    return columns
+
+
 def describe_test_set(record: dict) -> str:
     spec = record.get("test_set") or {}
     if spec.get("source") == "sacrebleu":
@@ -71,9 +99,10 @@ def describe_test_set(record: dict) -> str:
     return f"{record['split']} ({record['sentences']} lines)"
 
 
-def table2(results: list[ExperimentResult]) -> pd.DataFrame:
+def table2(results: list[ExperimentResult], significance: float = 0.05) -> pd.DataFrame:
     """Per language pair: the paper's Table 2 rows, then ours on every test split (averaged
-    model). BLEU is the paper's protocol (tokenized, compounds split); sacreBLEU beside it."""
+    model). BLEU is the paper's protocol (tokenized, compounds split); sacreBLEU beside it, each
+    with its bootstrap interval, and sacreBLEU's paired test against the baseline."""
     rows = []
     for pair in dict.fromkeys(r.pair for r in results):
         if pair in TABLE2_PAIRS:
@@ -89,6 +118,7 @@ def table2(results: list[ExperimentResult]) -> pd.DataFrame:
                         "test set": "newstest2014",
                         "BLEU (tok., compound split)": entry[bleu_column],
                         "sacreBLEU": None,
+                        **confidence(None, significance),
                         "chrF": None,
                         "train cost, paper's way (FLOPs)": entry[cost_column],
                         "train FLOPs, counted": None,
@@ -111,6 +141,7 @@ def table2(results: list[ExperimentResult]) -> pd.DataFrame:
                         "test set": describe_test_set(record),
                         "BLEU (tok., compound split)": round(record["tokenized_bleu"]["score"], 2),
                         "sacreBLEU": round(record["sacrebleu"]["score"], 2),
+                        **confidence(record, significance),
                         "chrF": round(record["chrf"]["score"], 2),
                         "train cost, paper's way (FLOPs)": paper_way_cost(summary),
                         "train FLOPs, counted": summary.get("train_flops"),
@@ -153,12 +184,13 @@ def paper_table3_row(row: str, vocab_size: int = 37000) -> dict:
         "dev PPL": ppl,
         "dev BLEU (tok.)": bleu,
         "dev sacreBLEU": None,
+        **confidence(None, 0, "dev "),
         "params (M)": params,
         "dev set": "newstest2013",
     }
 
 
-def table3(results: list[ExperimentResult]) -> pd.DataFrame:
+def table3(results: list[ExperimentResult], significance: float = 0.05) -> pd.DataFrame:
     """Every experiment (its last checkpoint on its dev split, no averaging, as the paper),
     each after the paper's row it is compared with."""
     rows = []
@@ -177,6 +209,7 @@ def table3(results: list[ExperimentResult]) -> pd.DataFrame:
                 "dev PPL": round(result.summary["dev_ppl"], 2),
                 "dev BLEU (tok.)": round(record["tokenized_bleu"]["score"], 2) if record else None,
                 "dev sacreBLEU": round(record["sacrebleu"]["score"], 2) if record else None,
+                **confidence(record, significance, "dev "),
                 "params (M)": round(count_parameters(config) / 1e6, 2),
                 "dev set": result.dev_split,
             }
@@ -188,13 +221,17 @@ TABLE2_CAPTION = (
     "Table 2, regenerated. Rows marked paper are Vaswani et al. (2017), newstest2014; rows "
     "marked ours are this run's averaged models on the test split named. BLEU (tok., compound "
     "split) is the paper's protocol; sacreBLEU is detokenized 13a (signatures in "
-    "results/scores/). Training cost the paper's way is hours x devices x sustained TFLOPS "
-    "(ours: measured matrix-multiply TFLOPS of the device used); counted FLOPs are 3 x the "
-    "forward pass on the padded batches trained on."
+    "results/scores/); ±95% is the half-width of each one's bootstrap 95% interval; p is "
+    "sacreBLEU's paired bootstrap test of the row's sacreBLEU against the baseline's on the same "
+    "test set, * where p is below the config's report.significance. Training cost the paper's "
+    "way is hours x devices x sustained TFLOPS (ours: measured matrix-multiply TFLOPS of the "
+    "device used); counted FLOPs are 3 x the forward pass on the padded batches trained on."
 )
 TABLE3_CAPTION = (
     "Table 3, regenerated. Each of our experiments (ours) follows the paper's row it is "
     "compared with (paper, EN-DE newstest2013, base-size models). Ours: the last checkpoint "
-    "(no averaging) on the experiment's dev split; PPL per BPE token; params counted from the "
-    "model code with the experiment's vocabulary (the paper's rows use 37000)."
+    "(no averaging) on the experiment's dev split, with bootstrap 95% half-widths and the paired "
+    "test of its dev sacreBLEU against the baseline's (* where p is below report.significance); "
+    "PPL per BPE token; params counted from the model code with the experiment's vocabulary "
+    "(the paper's rows use 37000)."
 )
