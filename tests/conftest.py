@@ -23,6 +23,7 @@ WORKFLOW_FILES = [
     "src",
     "schemas",
     "configs",
+    "profiles",
 ]
 
 

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from tests.conftest import (
 )
 
 pytestmark = pytest.mark.workflow
+CLUSTER_COMMAND = "snakemake --cores all --profile slurm"
 SUBMITTED = re.compile(r"has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
 
 
@@ -52,9 +54,42 @@ def slurm_cluster(slurm_controller):
         subprocess.run([SLURM_SCRIPTS / "up.sh"], check=True)
 
 
-def with_test_profile(root: Path) -> Path:
-    shutil.copytree(SLURM_SCRIPTS / "profile", root / "slurm_profile")
+def with_test_limits(root: Path) -> Path:
+    """The project copy with the test cluster's per-rule limits as its workflow profile."""
+    shutil.copy(SLURM_SCRIPTS / "profile" / "config.yaml", root / "profiles/default/config.yaml")
     return root
+
+
+def link_profile(root: Path, home: Path) -> dict:
+    """Run the documented one step that makes `--profile slurm` find profiles/slurm, with
+    `home` as the user's home; the environment for running snakemake as that user."""
+    env = as_user(home)
+    home.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["bash", "-ec", profile_step()], cwd=root, env=env, check=True)
+    return env
+
+
+def as_user(home: Path) -> dict:
+    """The environment of a user whose home is `home`, with this Python's snakemake first."""
+    env = {**os.environ, "HOME": str(home)}
+    env["PATH"] = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    env.pop("XDG_CONFIG_HOME", None)
+    return env
+
+
+def profile_step() -> str:
+    """The cluster page's one step for `--profile slurm`, as the user copies it."""
+    text = (PROJECT / "docs/cluster.md").read_text(encoding="utf-8")
+    [step] = [line for line in text.splitlines() if line.startswith("mkdir -p ~/.config/snakemake")]
+    return step
+
+
+def run_as_typed(root: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
+    """`snakemake --cores all --profile slurm` (+ extra) exactly as a user types it."""
+    command = " ".join([CLUSTER_COMMAND, *extra])
+    return subprocess.run(
+        ["bash", "-c", command], cwd=root, env=env, capture_output=True, text=True
+    )
 
 
 def submitted_jobs(output: str) -> dict[str, list[str]]:
@@ -72,22 +107,65 @@ def slurm_job(job_id: str) -> str:
     return shown.stdout
 
 
-def test_the_test_profile_differs_from_the_shipped_one_only_in_limits():
-    shipped = yaml.safe_load((PROJECT / "profiles/slurm/config.yaml").read_text())
+def test_the_test_limits_differ_from_the_workflow_profile_only_in_limits():
+    shipped = yaml.safe_load((PROJECT / "profiles/default/config.yaml").read_text())
     test = yaml.safe_load((SLURM_SCRIPTS / "profile/config.yaml").read_text())
     limits = {"mem_mb", "runtime", "cpus_per_gpu"}
 
     def without_limits(profile):
-        profile = json.loads(json.dumps(profile))
-        profile.pop("slurm-init-seconds-before-status-checks")
-        profile.pop("set-threads")
-        for resources in [profile["default-resources"], *profile["set-resources"].values()]:
-            for key in limits & set(resources):
-                resources.pop(key)
-        return profile
+        return {
+            rule: {key: value for key, value in resources.items() if key not in limits}
+            for rule, resources in profile["set-resources"].items()
+        }
 
+    assert set(shipped) == set(test) == {"set-resources"}
     assert without_limits(shipped) == without_limits(test)
-    assert shipped["slurm-status-command"] == "squeue" and shipped["executor"] == "slurm"
+    cluster = yaml.safe_load((PROJECT / "profiles/slurm/config.yaml").read_text())
+    assert cluster["slurm-status-command"] == "squeue" and cluster["executor"] == "slurm"
+    assert "set-resources" not in cluster  # the workflow profile's would replace it
+
+
+def planned_train_jobs(output: str) -> list[dict[str, str]]:
+    """Each planned train job's resources, from the dry run's job listing."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
+        if block.startswith("rule train:"):
+            line = re.search(r"resources: (.*)", block).group(1)
+            jobs.append(dict(item.split("=", 1) for item in line.split(", ")))
+    return jobs
+
+
+def test_profile_slurm_as_typed_plans_every_train_job_with_its_gpus(slurm_cluster, tmp_path):
+    root = copy_project(tmp_path / "project")
+    env = link_profile(root, tmp_path / "home")
+    plan = run_as_typed(root, env, "-n")
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    output = plan.stdout + plan.stderr
+    assert "Using profiles slurm and workflow specific profile profiles/default" in output
+    jobs = planned_train_jobs(output)
+    config = yaml.safe_load((root / "config.yaml").read_text())
+    assert len(jobs) == len(config["experiments"]) > 0
+    for job in jobs:
+        assert job["gres"] == "gpu:1" and job["nodes"] == "1", job
+        assert job["cpus_per_gpu"] == "8" and job["mem_mb"] == "64000", job
+
+
+def test_a_users_own_slurm_profile_gets_the_workflows_resources(slurm_cluster, tmp_path):
+    """Someone with a `slurm` profile of their own keeps it: the per-rule needs come from the
+    workflow profile, the GPUs per train job from the experiment."""
+    root = copy_project(tmp_path / "project")
+    quick_experiment(root, name="pair", processes=2, max_steps=20)
+    own = tmp_path / "home/.config/snakemake/slurm"
+    own.mkdir(parents=True)
+    (own / "config.yaml").write_text(
+        "executor: slurm\njobs: 50\nslurm-status-command: squeue\n"
+        "default-resources:\n  slurm_partition: gpu\n  slurm_account: lab\n"
+    )
+    plan = run_as_typed(root, as_user(tmp_path / "home"), "-n", "runs/pair/train.json")
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    [job] = planned_train_jobs(plan.stdout + plan.stderr)
+    assert job["gres"] == "gpu:2" and job["cpus_per_gpu"] == "8" and job["runtime"] == "1440"
+    assert job["slurm_account"] == "lab" and job["slurm_partition"] == "gpu", job
 
 
 def keep_experiments(root: Path, *names: str) -> None:
@@ -105,10 +183,11 @@ def keep_experiments(root: Path, *names: str) -> None:
 # there to end a hang.
 @pytest.mark.timeout(1500)
 def test_every_rule_of_the_default_pipeline_runs_through_slurm(slurm_cluster, tmp_path):
-    root = with_test_profile(copy_project(tmp_path / "project"))
+    root = with_test_limits(copy_project(tmp_path / "project"))
     keep_experiments(root, "tiny", "tiny_one_layer")
-    result = run_snakemake(root, "--profile", "slurm_profile")
+    result = run_as_typed(root, link_profile(root, tmp_path / "home"))
     output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-5000:]
     jobs = submitted_jobs(output)
     ids = [job_id for ids in jobs.values() for job_id in ids]
     # Each message names what a failure needs to be understood: the jobs submitted per rule
@@ -130,11 +209,12 @@ def test_every_rule_of_the_default_pipeline_runs_through_slurm(slurm_cluster, tm
 
 
 def test_two_processes_train_through_srun_and_torchrun_under_slurm(slurm_cluster, tmp_path):
-    root = with_test_profile(copy_project(tmp_path / "project"))
+    root = with_test_limits(copy_project(tmp_path / "project"))
     quick_experiment(
         root, name="pair", processes=2, max_steps=20, warmup_steps=10, tokens_per_step=2000
     )
-    result = run_snakemake(root, "--profile", "slurm_profile", "runs/pair/train.json")
+    result = run_as_typed(root, link_profile(root, tmp_path / "home"), "runs/pair/train.json")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     jobs = submitted_jobs(result.stdout + result.stderr)
     assert re.search(r"gres[:/]gpu[:=]2", slurm_job(jobs["train"][0]))
     summary = json.loads((root / "runs/pair/train.json").read_text())
