@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from tests.conftest import PROJECT, quick_experiment, shared
@@ -265,13 +266,81 @@ def test_readme_toy_table_is_the_committed_default_run():
     record = json.loads((PROJECT / "results/toy/default_run.json").read_text())
     for name, run_ in record["experiments"].items():
         cells = [cell.strip() for cell in readme_row(f"| `{name}` |").split("|")[3:-1]]
+        test = run_["averaged_test"]
+        p = test["p_vs_baseline"]
         assert cells == [
             f"{run_['dev_ppl']:.2f}",
             f"{run_['last_dev']['sacrebleu']:.1f}",
             f"{run_['averaged_dev']['sacrebleu']:.1f}",
-            f"{run_['averaged_test']['sacrebleu']:.1f}",
+            f"{test['sacrebleu']:.1f} ± {test['sacrebleu_ci95']:.1f}",
+            "baseline" if p is None else f"{p:.3f}",
             f"{run_['train_seconds']:.0f} s",
         ], name
+    assert f"{record['snakemake_wall_seconds_from_scratch']} s in a fresh clone" in readme_row(
+        "at a time), averages"
+    )
+
+
+def test_the_default_run_record_is_the_committed_score_files():
+    """results/toy/default_run.json and the committed results/scores/ come from the same run."""
+    record = json.loads((PROJECT / "results/toy/default_run.json").read_text())
+    assert record["experiments"]
+    for name, run_ in record["experiments"].items():
+        for checkpoint, split in (("last", "dev"), ("averaged", "dev"), ("averaged", "test")):
+            path = PROJECT / f"results/scores/{name}/{checkpoint}/{split}.json"
+            scores = json.loads(path.read_text())
+            quoted = run_[f"{checkpoint}_{split}"]
+            assert quoted["sacrebleu"] == round(scores["sacrebleu"]["score"], 2), path
+            assert quoted["sacrebleu_ci95"] == round(scores["sacrebleu"]["bootstrap"]["ci95"], 2)
+            assert quoted["tokenized_bleu"] == round(scores["tokenized_bleu"]["score"], 2), path
+            test = scores["paired_bootstrap"]
+            assert quoted["baseline"] == test["baseline"], path
+            if not test["is_baseline"]:
+                assert quoted["p_vs_baseline"] == round(test["p_value"], 4), path
+
+
+def markdown_tables(text: str) -> list[list[dict[str, str]]]:
+    """Every table of a markdown page, as rows of {header: cell}."""
+    tables, lines = [], text.splitlines()
+    for i, line in enumerate(lines[:-1]):
+        if line.startswith("|") and lines[i + 1].startswith("|---"):
+            header = [cell.strip() for cell in line.strip("|").split("|")]
+            rows = []
+            for row in lines[i + 2 :]:
+                if not row.startswith("|"):
+                    break
+                cells = [cell.strip() for cell in row.strip("|").split("|")]
+                rows.append(dict(zip(header, cells, strict=True)))
+            tables.append(rows)
+    return tables
+
+
+def shows(cell: str, value) -> bool:
+    """A page's cell shows a table's value: the same text, or the number to the digits shown."""
+    if pd.isna(value) or value == "":
+        return cell == ""
+    try:
+        shown = float(cell)
+    except ValueError:
+        return cell == str(value)
+    mantissa, _, exponent = cell.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    unit = 10.0 ** (int(exponent or 0) - decimals)
+    return abs(shown - float(value)) <= unit / 2 + 1e-12
+
+
+def test_the_decoding_page_quotes_the_committed_tables():
+    """Each row quoted on docs/decoding.md is the committed default run's table, cell by cell."""
+    excerpts = [table for table in markdown_tables(doc("decoding.md")) if "source" in table[0]]
+    assert len(excerpts) == 2
+    for excerpt, name, key in ((excerpts[0], "table3", "row"), (excerpts[1], "table2", "model")):
+        table = pd.read_csv(PROJECT / f"results/tables/{name}.csv").set_index(["source", key])
+        for row in excerpt:
+            full = table.loc[(row["source"], row[key])]
+            for column, cell in row.items():
+                if column in ("source", key):
+                    continue
+                assert shows(cell, full[column]), f"{name} {row[key]} {column}: {cell!r}"
 
 
 def test_ci_runs_exactly_the_readme_install_and_test_commands():
