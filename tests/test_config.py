@@ -18,6 +18,7 @@ from aiayn.experiments import resolve, resolve_evaluation
 from aiayn.model_config import TABLE3_ROWS
 from aiayn.subword import SubwordSettings
 from aiayn.train_settings import TrainSettings
+from aiayn.workflow_config import load_config
 from tests.conftest import PROJECT, run_snakemake
 
 SCHEMA = str(PROJECT / "schemas" / "config.schema.yaml")
@@ -142,13 +143,10 @@ def test_conda_environment_pins_match_pyproject():
 
 
 def merged(*names):
-    from snakemake.utils import update_config
-
-    config = {}
-    for name in names:
-        update_config(config, load(name))
-    validate(config, SCHEMA)
-    return config
+    """config.yaml with presets on top, merged and validated as snakemake and `aiayn translate`
+    do (aiayn.workflow_config)."""
+    assert names[0] == "config.yaml", names
+    return load_config(PROJECT, [PROJECT / name for name in names[1:]])
 
 
 @pytest.mark.parametrize(
