@@ -37,7 +37,6 @@ rule all:
     default_target: True
     input:
         prepared_data_files(),
-        experiment_files(),
+        averaged_models(),
         score_files(),
         report_files(),
-        "results/tables/params.md",

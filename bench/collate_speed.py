@@ -33,7 +33,7 @@ from train_throughput import binarized, synthetic_corpus  # noqa: E402
 from aiayn.batching import Batch, collate, round_up, token_batches  # noqa: E402
 from aiayn.binarize import IndexedDataset  # noqa: E402
 from aiayn.flops import device_name  # noqa: E402
-from aiayn.subword import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
+from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 
 
 def sentence_by_sentence(source_data, target_data, indices, pad_to: int) -> Batch:

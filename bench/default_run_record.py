@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from aiayn import paths
+
 PROJECT = Path(__file__).resolve().parents[1]
 RECORD = PROJECT / "results" / "toy" / "default_run.json"
 DECODES = (("last", "dev"), ("averaged", "dev"), ("averaged", "test"))
@@ -26,8 +28,8 @@ DECODES = (("last", "dev"), ("averaged", "dev"), ("averaged", "test"))
 
 def decode_figures(root: Path, name: str, checkpoint: str, split: str) -> dict:
     """One decode's scores (2 decimals), sacreBLEU's 95% half-width, its paired test, its speed."""
-    scores = json.loads((root / f"results/scores/{name}/{checkpoint}/{split}.json").read_text())
-    decode = json.loads((root / f"runs/{name}/decode/{checkpoint}/{split}.json").read_text())
+    scores = json.loads((root / paths.score_file(name, checkpoint, split)).read_text())
+    decode = json.loads((root / paths.decode_output("json", name, checkpoint, split)).read_text())
     test = scores.get("paired_bootstrap") or {}
     return {
         "sacrebleu": round(scores["sacrebleu"]["score"], 2),
@@ -41,7 +43,7 @@ def decode_figures(root: Path, name: str, checkpoint: str, split: str) -> dict:
 
 
 def experiment_figures(root: Path, name: str) -> dict:
-    train = json.loads((root / f"runs/{name}/train.json").read_text())
+    train = json.loads((root / paths.train_summary(name)).read_text())
     figures = {
         "steps": train["steps"],
         "train_seconds": round(train["seconds"], 2),
@@ -74,7 +76,7 @@ def main() -> None:
     cli.add_argument("--wall-seconds", type=float, required=True, help="the run's wall time")
     cli.add_argument("--device", required=True, help='e.g. "CPU: AMD EPYC, 2 cores"')
     args = cli.parse_args()
-    names = sorted(path.parent.name for path in args.root.glob("runs/*/train.json"))
+    names = sorted(path.parent.name for path in args.root.glob(paths.train_summary("*")))
     if not names:
         sys.exit(f"{args.root} has no runs/*/train.json: run `snakemake --cores all` there first")
     record = {

@@ -17,7 +17,7 @@ import torch
 from aiayn.decode import length_sorted_batches, source_batch
 from aiayn.model import Transformer, sinusoidal_positions
 from aiayn.model_config import TransformerConfig
-from aiayn.subword import BOS_ID, EOS_ID, PAD_ID
+from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
 def available() -> bool:

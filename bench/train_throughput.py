@@ -44,10 +44,10 @@ from aiayn.loader import BatchStream  # noqa: E402
 from aiayn.loss import label_smoothed_loss  # noqa: E402
 from aiayn.model import Transformer, sinusoidal_positions  # noqa: E402
 from aiayn.model_config import build_config  # noqa: E402
-from aiayn.subword import PAD_ID  # noqa: E402
 from aiayn.train import Trainer  # noqa: E402
 from aiayn.train_settings import Experiment, TrainSettings  # noqa: E402
 from aiayn.translate import autocast  # noqa: E402
+from aiayn.vocab import PAD_ID  # noqa: E402
 
 sys.path.insert(0, str(PROJECT / "bench"))
 import marian  # noqa: E402

@@ -4,13 +4,13 @@
 rule binarize:
     """Encode both sides of a cleaned split with the dataset's BPE model."""
     input:
-        source_text="data/{dataset}/clean/{split}.{src}-{tgt}.{src}",
-        target_text="data/{dataset}/clean/{split}.{src}-{tgt}.{tgt}",
-        model="data/{dataset}/spm/bpe.model",
+        source_text=paths.split_text("clean", "{src}"),
+        target_text=paths.split_text("clean", "{tgt}"),
+        model=paths.subword_file("model"),
     output:
-        multiext("data/{dataset}/bin/{split}.{src}-{tgt}.{src}", ".bin", ".idx"),
-        multiext("data/{dataset}/bin/{split}.{src}-{tgt}.{tgt}", ".bin", ".idx"),
-        record="data/{dataset}/bin/{split}.{src}-{tgt}.json",
+        multiext(paths.split_text("bin", "{src}"), ".bin", ".idx"),
+        multiext(paths.split_text("bin", "{tgt}"), ".bin", ".idx"),
+        record=paths.split_record("bin"),
     log:
         "logs/binarize/{dataset}/{split}.{src}-{tgt}.log",
     benchmark:
@@ -19,10 +19,9 @@ rule binarize:
         "envs/aiayn.yaml"
     threads: 4
     params:
-        prefixes=lambda wildcards: [
-            f"data/{wildcards.dataset}/bin/{wildcards.split}.{wildcards.src}-{wildcards.tgt}.{lang}"
-            for lang in (wildcards.src, wildcards.tgt)
-        ],
+        prefixes=lambda wildcards: split_sides(
+            "bin", wildcards.dataset, wildcards.split
+        ),
         code=code_version("binarize.py"),
     script:
         "../workflow_scripts/binarize.py"

@@ -6,9 +6,9 @@ rule download:
     input:
         local_inputs,
     output:
-        source_text="data/{dataset}/raw/{split}.{src}-{tgt}.{src}",
-        target_text="data/{dataset}/raw/{split}.{src}-{tgt}.{tgt}",
-        record="data/{dataset}/raw/{split}.{src}-{tgt}.json",
+        source_text=paths.split_text("raw", "{src}"),
+        target_text=paths.split_text("raw", "{tgt}"),
+        record=paths.split_record("raw"),
     log:
         "logs/download/{dataset}/{split}.{src}-{tgt}.log",
     benchmark:
@@ -18,8 +18,8 @@ rule download:
     conda:
         "envs/aiayn.yaml"
     params:
-        spec=split_spec,
-        root=lambda wildcards: dataset(wildcards.dataset)["root"],
+        spec=checked_split_source,
+        root=lambda wildcards: dataset_entry(wildcards.dataset)["root"],
         code=code_version("download.py"),
     script:
         "../workflow_scripts/download.py"
@@ -28,20 +28,25 @@ rule download:
 rule clean:
     """Filter and normalise the training split; check and pass through dev/test splits."""
     input:
-        source_text="data/{dataset}/raw/{split}.{src}-{tgt}.{src}",
-        target_text="data/{dataset}/raw/{split}.{src}-{tgt}.{tgt}",
-        raw_record="data/{dataset}/raw/{split}.{src}-{tgt}.json",
+        source_text=paths.split_text("raw", "{src}"),
+        target_text=paths.split_text("raw", "{tgt}"),
+        raw_record=paths.split_record("raw"),
     output:
-        source_text="data/{dataset}/clean/{split}.{src}-{tgt}.{src}",
-        target_text="data/{dataset}/clean/{split}.{src}-{tgt}.{tgt}",
-        record="data/{dataset}/clean/{split}.{src}-{tgt}.json",
+        source_text=paths.split_text("clean", "{src}"),
+        target_text=paths.split_text("clean", "{tgt}"),
+        record=paths.split_record("clean"),
     log:
         "logs/clean/{dataset}/{split}.{src}-{tgt}.log",
     conda:
         "envs/aiayn.yaml"
     params:
         train=lambda wildcards: wildcards.split == "train",
-        settings=clean_settings,
+        settings=lambda wildcards: (
+            dataset_entry(wildcards.dataset)["clean"]
+            if wildcards.split == "train"
+            else {}
+        ),
+        # only the training split is filtered: only its job depends on them
         code=code_version("clean.py"),
     script:
         "../workflow_scripts/clean.py"

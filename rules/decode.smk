@@ -8,8 +8,8 @@ rule decode:
         source=decode_source,
         subword=subword_model,
     output:
-        hypotheses="runs/{experiment}/decode/{checkpoint}/{split}.hyp",
-        record="runs/{experiment}/decode/{checkpoint}/{split}.json",
+        hypotheses=paths.decode_output("hyp"),
+        record=paths.decode_output("json"),
     log:
         "logs/decode/{experiment}/{checkpoint}/{split}.log",
     benchmark:
@@ -18,7 +18,7 @@ rule decode:
         "envs/aiayn.yaml"
     threads: 1
     params:
-        settings=lambda wildcards: evaluation(wildcards.experiment)["decode"],
+        settings=lambda wildcards: experiment_entry(wildcards.experiment)["decode"],
         code=code_version("decode.py"),
     script:
         "../workflow_scripts/decode.py"
@@ -28,20 +28,12 @@ rule attention_maps:
     """Encoder self-attention of the averaged model on the paper's sentences (Figures 3-5); every
     layer's weights also go to runs/{experiment}/attention.npz."""
     input:
-        model=averaged_model_path("{experiment}"),
+        model=paths.averaged_model(),
         subword=subword_model,
     output:
-        weights="runs/{experiment}/attention.npz",
+        weights=paths.attention_weights(),
         figures=report(
-            expand(
-                "results/figures/attention/{{experiment}}.{view}.{ext}",
-                view=[
-                    f"sentence{i + 1}"
-                    for i in range(len(config["report"]["attention_sentences"]))
-                ]
-                + ["word"],
-                ext=["png", "pdf"],
-            ),
+            attention_figures(),
             category="Figures",
             subcategory="Attention",
             labels={"experiment": "{experiment}"},

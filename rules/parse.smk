@@ -9,10 +9,10 @@ rule treebank:
     input:
         treebank_files,
     output:
-        source_text="data/{dataset}/raw/{split}.{src}-{tgt}.{src}",
-        target_text="data/{dataset}/raw/{split}.{src}-{tgt}.{tgt}",
-        gold_trees="data/{dataset}/raw/{split}.{src}-{tgt}.trees",
-        record="data/{dataset}/raw/{split}.{src}-{tgt}.json",
+        source_text=paths.split_text("raw", "{src}"),
+        target_text=paths.split_text("raw", "{tgt}"),
+        gold_trees=paths.gold_trees(),
+        record=paths.split_record("raw"),
     log:
         "logs/treebank/{dataset}/{split}.{src}-{tgt}.log",
     benchmark:
@@ -22,9 +22,11 @@ rule treebank:
     conda:
         "envs/aiayn.yaml"
     params:
-        spec=split_spec,
-        root=lambda wildcards: dataset(wildcards.dataset)["root"],
-        linearization=lambda wildcards: dataset(wildcards.dataset)["linearization"],
+        spec=checked_split_source,
+        root=lambda wildcards: dataset_entry(wildcards.dataset)["root"],
+        linearization=lambda wildcards: dataset_entry(wildcards.dataset)[
+            "linearization"
+        ],
         code=code_version("treebank.py"),
     script:
         "../workflow_scripts/treebank.py"
@@ -34,13 +36,13 @@ rule score_parse:
     """Trees from the decoded sequences over the input's words (repairs counted), scored by
     EVALB's rules (COLLINS.prm) against the gold trees."""
     input:
-        hypotheses="runs/{experiment}/decode/{checkpoint}/{split}.hyp",
-        decode_record="runs/{experiment}/decode/{checkpoint}/{split}.json",
-        words=input_words,
+        hypotheses=paths.decode_output("hyp"),
+        decode_record=paths.decode_output("json"),
+        words=parser_words,
         gold_trees=gold_trees,
     output:
         scores=report(
-            "results/scores/{experiment}/{checkpoint}/{split}.json",
+            paths.score_file(),
             category="Scores",
             labels={
                 "experiment": "{experiment}",
@@ -48,7 +50,7 @@ rule score_parse:
                 "split": "{split}",
             },
         ),
-        trees="runs/{experiment}/decode/{checkpoint}/{split}.trees",
+        trees=paths.decode_output("trees"),
     log:
         "logs/score/{experiment}/{checkpoint}/{split}.log",
     wildcard_constraints:
@@ -56,8 +58,12 @@ rule score_parse:
     conda:
         "envs/aiayn.yaml"
     params:
-        test_set=lambda wildcards: split_spec_of(wildcards.experiment, wildcards.split),
-        linearization=lambda wildcards: experiment_linearization(wildcards.experiment),
+        test_set=lambda wildcards: split_source(
+            experiment_dataset(wildcards.experiment), wildcards.split
+        ),
+        linearization=lambda wildcards: dataset_entry(
+            experiment_dataset(wildcards.experiment)
+        )["linearization"],
         code=code_version("score_parse.py"),
     script:
         "../workflow_scripts/score_parse.py"

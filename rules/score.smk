@@ -4,13 +4,13 @@
 rule score:
     """Score one decode against the split's reference; every figure with its signature."""
     input:
-        hypotheses="runs/{experiment}/decode/{checkpoint}/{split}.hyp",
-        decode_record="runs/{experiment}/decode/{checkpoint}/{split}.json",
+        hypotheses=paths.decode_output("hyp"),
+        decode_record=paths.decode_output("json"),
         reference=reference_text,
         baseline=baseline_hypotheses,
     output:
         scores=report(
-            "results/scores/{experiment}/{checkpoint}/{split}.json",
+            paths.score_file(),
             category="Scores",
             labels={
                 "experiment": "{experiment}",
@@ -25,10 +25,12 @@ rule score:
     conda:
         "envs/aiayn.yaml"
     params:
-        target_lang=lambda wildcards: langs(
-            experiment(wildcards.experiment)["dataset"]
-        )[1],
-        test_set=lambda wildcards: split_spec_of(wildcards.experiment, wildcards.split),
+        target_lang=lambda wildcards: dataset_entry(
+            experiment_dataset(wildcards.experiment)
+        )["langs"][1],
+        test_set=lambda wildcards: split_source(
+            experiment_dataset(wildcards.experiment), wildcards.split
+        ),
         baseline=lambda wildcards: baseline_of(wildcards.experiment),
         resamples=config["report"]["bootstrap_resamples"],
         code=code_version("score.py"),

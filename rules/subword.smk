@@ -4,11 +4,11 @@
 rule subword:
     """Train BPE on a shuffled sample of both sides of the cleaned training split."""
     input:
-        lambda wildcards: split_files("clean", wildcards.dataset, "train"),
+        lambda wildcards: split_sides("clean", wildcards.dataset, "train"),
     output:
-        model="data/{dataset}/spm/bpe.model",
-        vocab="data/{dataset}/spm/bpe.vocab",
-        record="data/{dataset}/spm/bpe.json",
+        model=paths.subword_file("model"),
+        vocab=paths.subword_file("vocab"),
+        record=paths.subword_file("json"),
     log:
         "logs/subword/{dataset}.log",
     benchmark:
@@ -17,7 +17,7 @@ rule subword:
         "envs/aiayn.yaml"
     threads: 8
     params:
-        settings=lambda wildcards: dataset(wildcards.dataset)["subword"],
+        settings=lambda wildcards: dataset_entry(wildcards.dataset)["subword"],
         code=code_version("subword.py"),
     script:
         "../workflow_scripts/subword.py"

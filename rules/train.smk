@@ -4,10 +4,9 @@
 rule train:
     """Train one experiment (resuming from its newest checkpoint when there is one)."""
     input:
-        train_data=lambda wildcards: experiment_data(wildcards.experiment, "train"),
-        dev_data=lambda wildcards: experiment_data(wildcards.experiment, "dev"),
+        unpack(trainer_data),
     output:
-        summary="runs/{experiment}/train.json",
+        summary=paths.train_summary(),
     log:
         "logs/train/{experiment}.log",
     benchmark:
@@ -19,12 +18,12 @@ rule train:
         # One allocation of `nodes` machines with `processes` GPUs each; the workflow profile
         # (profiles/default/) adds memory, run time and CPUs per GPU, the cluster profile
         # (profiles/slurm/) the partition.
-        nodes=lambda wildcards: experiment(wildcards.experiment)["nodes"],
-        gres=lambda wildcards: f"gpu:{experiment(wildcards.experiment)['processes']}",
+        nodes=lambda wildcards: experiment_entry(wildcards.experiment)["nodes"],
+        gres=lambda wildcards: f"gpu:{experiment_entry(wildcards.experiment)['processes']}",
     params:
-        spec=lambda wildcards: experiment_spec(wildcards.experiment),
-        processes=lambda wildcards: experiment(wildcards.experiment)["processes"],
-        nodes=lambda wildcards: experiment(wildcards.experiment)["nodes"],
+        spec=lambda wildcards: trainer_spec(wildcards.experiment),
+        processes=lambda wildcards: experiment_entry(wildcards.experiment)["processes"],
+        nodes=lambda wildcards: experiment_entry(wildcards.experiment)["nodes"],
         code=code_version("train.py"),
     script:
         "../workflow_scripts/train.py"
@@ -33,15 +32,17 @@ rule train:
 rule average:
     """Average the experiment's last `train.average_last` checkpoints (the paper: 5 base, 20 big)."""
     input:
-        summary="runs/{experiment}/train.json",
+        summary=paths.train_summary(),
     output:
-        model=averaged_model_path("{experiment}"),
+        model=paths.averaged_model(),
     log:
         "logs/average/{experiment}.log",
     conda:
         "envs/aiayn.yaml"
     params:
-        last=lambda wildcards: experiment(wildcards.experiment)["train"]["average_last"],
+        last=lambda wildcards: experiment_entry(wildcards.experiment)["train"][
+            "average_last"
+        ],
         code=code_version("average.py"),
     script:
         "../workflow_scripts/average.py"

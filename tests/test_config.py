@@ -225,7 +225,7 @@ def test_the_parsing_preset_has_the_papers_table4_settings():
     )
     assert (spec["model"]["d_ff"], spec["model"]["n_heads"]) == (2048, 8)  # the base model's
     decode = resolve_evaluation(entry, config["datasets"])["decode"]
-    assert (decode["beam"], decode["alpha"], decode["max_length_offset"]) == (21, 0.3, 300)
+    assert (decode.beam, decode.alpha, decode.max_length_offset) == (21, 0.3, 300)
     splits = config["datasets"]["wsj"]["splits"]
     assert [splits[s]["sections"] for s in ("train", "dev", "test")] == ["02-21", 22, 23]
 
@@ -274,7 +274,7 @@ def test_decode_defaults_agree_with_the_code_and_are_the_papers():
     ],
 )
 def test_bad_evaluation_settings_are_named(change, message):
-    config = load("config.yaml")
+    config = merged("config.yaml")
     entry = {**config["experiments"][0], **change}
     with pytest.raises(InputError, match=f"experiment 'tiny': {message}"):
         resolve_evaluation(entry, config["datasets"])
@@ -295,3 +295,21 @@ def test_paper_rows_of_the_presets():
         "tiny_learned_positions": "E_learned",
         "tiny_one_layer": "C_N2",
     }
+
+
+def test_each_settings_object_has_exactly_its_schema_sections_properties_and_defaults():
+    """The schema states each default once; the dataclasses carrying the settings to the code
+    have the same fields and take their defaults from it."""
+    from aiayn.parsing.linearize import Linearization
+    from aiayn.schema import defaults, section_properties
+
+    for section, settings in (
+        ("train", TrainSettings),
+        ("decode", DecodeSettings),
+        ("clean", CleanSettings),
+        ("subword", SubwordSettings),
+        ("linearization", Linearization),
+    ):
+        fields = [field.name for field in dataclasses.fields(settings)]
+        assert fields == list(section_properties(section)), section
+        assert dataclasses.asdict(settings()) == defaults(section), section

@@ -22,8 +22,9 @@ from aiayn.errors import InputError
 from aiayn.incremental import appended, decode_step, start_cache
 from aiayn.model import Transformer
 from aiayn.model_config import build_config
-from aiayn.subword import EOS_ID
-from aiayn.translate import encoder_attention, translate
+from aiayn.report.attention import encoder_attention
+from aiayn.translate import translate
+from aiayn.vocab import EOS_ID
 
 W1, W2 = 4, 5  # two "words" after pad 0, unk 1, bos 2, eos 3
 VOCAB = 6

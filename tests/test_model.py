@@ -17,7 +17,7 @@ from aiayn.model import (
     sinusoidal_positions,
 )
 from aiayn.model_config import TABLE3_ROWS, build_config
-from aiayn.report.paper import TABLE3
+from aiayn.paper import TABLE3
 from aiayn.report.params import params_table
 
 V = 37000
@@ -255,8 +255,11 @@ def test_every_table3_row_builds():
         build_config(V, "huge")
 
 
-def test_params_table_lists_every_preset_beside_the_paper():
-    table = params_table(V).set_index("model")
+def test_params_table_lists_every_preset_beside_the_paper_and_at_each_trained_vocabulary():
+    table = params_table({"toy": 8000}).set_index("model")
+    assert table.loc["tiny", "params at toy's 8000 (M)"] == round(
+        count_parameters(build_config(8000, "tiny")) / 1e6, 1
+    )
     assert len(table) == 3 + len(TABLE3_ROWS)
     assert (
         table.loc["base", "params, ours (M)"] == 63.1

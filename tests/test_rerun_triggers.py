@@ -79,7 +79,23 @@ def test_each_rule_hashes_the_modules_its_stage_runs_and_not_other_stages():
     assert not {*decode_only, "score.py", "report/tables.py", "data/clean.py"} & train
     assert not decode_only & names(package_modules(scripts / "average.py", SRC))
     decode = names(package_modules(scripts / "decode.py", SRC))
-    assert {*decode_only, "batching.py", "model.py", "subword.py"} <= decode
+    assert {*decode_only, "batching.py", "model.py", "vocab.py"} <= decode
     assert "train.py" not in decode
     assert "data/clean.py" in names(package_modules(scripts / "clean.py", SRC))
     assert "data/clean.py" not in names(package_modules(scripts / "download.py", SRC))
+
+
+def test_editing_the_bpe_trainer_or_the_report_reruns_neither_training_nor_decoding():
+    """The special token ids live in vocab.py, so only the stages that train or apply BPE hash
+    subword.py; the paper's numbers live in paper.py, so resolving the config reaches no report
+    module."""
+    scripts = PROJECT / "workflow_scripts"
+    for script in ("train.py", "average.py", "decode.py"):
+        hashed = names(package_modules(scripts / script, SRC))
+        assert "vocab.py" in hashed or script == "average.py", script
+        assert "subword.py" not in hashed, script
+        assert not {name for name in hashed if name.startswith("report/")}, script
+    assert "subword.py" in names(package_modules(scripts / "subword.py", SRC))
+    assert "subword.py" in names(package_modules(scripts / "binarize.py", SRC))
+    resolution = names(package_modules(PACKAGE / "experiments.py", SRC))
+    assert not {name for name in resolution if name.startswith("report/")}, resolution

@@ -5,9 +5,10 @@ import sentencepiece as spm
 
 from aiayn.logs import run_stage
 from aiayn.report import figures
+from aiayn.report.attention import encoder_attention, figure_layer
 from aiayn.report.output import save_figure
 from aiayn.textio import atomic_output
-from aiayn.translate import encoder_attention, figure_layer, load_model, pick_device
+from aiayn.translate import load_model, pick_device
 
 
 def main():

@@ -1,8 +1,9 @@
-"""Rules *_figure: one figure of results/figures/ as PNG and PDF."""
+"""Rule figure: one figure of results/figures/ as PNG and PDF."""
 
 import json
 from pathlib import Path
 
+from aiayn import paths
 from aiayn.logs import run_stage
 from aiayn.report import figures
 from aiayn.report.output import save_figure
@@ -23,7 +24,7 @@ def learning_rate():
 
 def loss_curves():
     logs = {
-        spec["name"]: Path(path).with_name("train.jsonl")
+        spec["name"]: Path(path).with_name(paths.TRAIN_LOG)
         for spec, path in zip(snakemake.params.experiments, snakemake.input.summaries, strict=True)
     }
     return figures.loss_curves(logs)
@@ -45,7 +46,7 @@ def averaging():
 
 def main():
     draw = {"learning_rate": learning_rate, "loss_curves": loss_curves, "averaging": averaging}
-    save_figure(draw[snakemake.params.figure](), *snakemake.output.figures)
+    save_figure(draw[snakemake.wildcards.figure](), snakemake.output.png, snakemake.output.pdf)
 
 
 run_stage(main, snakemake.log[0])

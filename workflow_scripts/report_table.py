@@ -1,21 +1,49 @@
-"""Rules table2 and table3: the paper's rows beside ours, as Markdown, CSV and LaTeX."""
+"""Rule table: one table of results/tables/ as Markdown, CSV and LaTeX, beside the paper's rows."""
 
 from aiayn.logs import run_stage
+from aiayn.report import parsing_table, tables
 from aiayn.report.output import write_tables
-from aiayn.report.tables import TABLE2_CAPTION, TABLE3_CAPTION, collect_results, table2, table3
+from aiayn.report.params import params_caption, params_table
+
+
+def params():
+    sizes = snakemake.params.vocab_sizes
+    return params_table(sizes), params_caption(sizes)
+
+
+def results():
+    return tables.collect_results(
+        snakemake.params.experiments, snakemake.input.summaries, snakemake.input.scores
+    )
+
+
+def table2():
+    return tables.table2(results(), snakemake.params.significance), tables.TABLE2_CAPTION
+
+
+def table3():
+    return tables.table3(results(), snakemake.params.significance), tables.TABLE3_CAPTION
+
+
+def table4():
+    parsers = results()
+    training = {
+        result.name: parsing_table.describe_training(
+            snakemake.params.train_sources[result.name],
+            tables.load_json(record),
+            result.summary,
+        )
+        for result, record in zip(parsers, snakemake.input.train_records, strict=True)
+    }
+    return parsing_table.table4(parsers, training), parsing_table.TABLE4_CAPTION
 
 
 def main():
-    build, caption = {"table2": (table2, TABLE2_CAPTION), "table3": (table3, TABLE3_CAPTION)}[
-        snakemake.params.table
-    ]
-    results = collect_results(
-        snakemake.params.experiments, snakemake.input.summaries, snakemake.input.scores
-    )
+    name = snakemake.wildcards.table
+    build = {"params": params, "table2": table2, "table3": table3, "table4": table4}[name]
+    table, caption = build()
     output = snakemake.output
-    label = f"tab:{snakemake.params.table}"
-    table = build(results, snakemake.params.significance)
-    write_tables(table, output.markdown, output.csv, output.latex, caption, label)
+    write_tables(table, output.markdown, output.csv, output.latex, caption, f"tab:{name}")
 
 
 run_stage(main, snakemake.log[0])

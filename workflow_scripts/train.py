@@ -13,6 +13,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+from aiayn import paths
 from aiayn.errors import InputError
 from aiayn.launch import launch_command
 from aiayn.logs import run_stage
@@ -21,7 +22,7 @@ from aiayn.train import STOP_SIGNALS
 
 def main():
     spec = snakemake.params.spec
-    path = Path(spec["run_dir"]) / "experiment.json"
+    path = Path(spec["run_dir"]) / paths.EXPERIMENT_SPEC
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(spec, indent=2))
     command = launch_command(str(path), snakemake.params.processes, snakemake.params.nodes)

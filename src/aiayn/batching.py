@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from aiayn.binarize import positions_within
-from aiayn.subword import BOS_ID, EOS_ID, PAD_ID
+from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
 def round_up(length: int, multiple: int) -> int:

@@ -78,24 +78,24 @@ def run_translate(args: argparse.Namespace) -> int:
 
 def locate(args: argparse.Namespace):
     """The averaged model, BPE model and decode settings of the experiment, with overrides."""
-    from aiayn.decode_settings import DecodeSettings
-    from aiayn.experiments import averaged_model_path, resolve_evaluation, subword_model_path
+    from aiayn import paths
+    from aiayn.experiments import resolve_evaluation
     from aiayn.workflow_config import find_experiment, load_config
 
     root = args.workdir
     config = load_config(root, [root / path for path in args.configfile])
     entry = find_experiment(config, args.experiment)
-    settings = DecodeSettings(**resolve_evaluation(entry, config["datasets"])["decode"])
+    settings = resolve_evaluation(entry, config["datasets"])["decode"]
     overrides = {"beam": args.beam, "alpha": args.alpha, "batch_tokens": args.batch_tokens}
     try:
         settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
     except ValueError as err:
         raise InputError(str(err)) from None
-    model_path = root / averaged_model_path(entry["name"])
-    subword_path = root / subword_model_path(entry["dataset"])
+    model_path = root / paths.averaged_model(entry["name"])
+    subword_path = root / paths.subword_file("model", entry["dataset"])
     for path, what in ((model_path, "averaged model"), (subword_path, "BPE model")):
         if not path.is_file():
-            target = averaged_model_path(entry["name"])
+            target = paths.averaged_model(entry["name"])
             raise InputError(
                 f"experiment {entry['name']!r} has no {what} yet ({path}): train it first with "
                 f"`snakemake --cores all {target}` (and the same --configfile)"

@@ -6,12 +6,15 @@ on the Transformer with cached keys/values (IncrementalDecoder), on the same Tra
 recomputing the whole prefix every step (RecomputingDecoder: the naive baseline and the check
 that caching changes nothing), or on a hand-written table of probabilities in the tests.
 
-Conventions (those of tensor2tensor and fairseq):
+Conventions:
 - A hypothesis' length counts its tokens including EOS; its score is
-  log P(y | x) / lp(length) with lp(length) = ((5 + length) / 6) ** alpha (Wu et al., 2016).
+  log P(y | x) / lp(length) with lp(length) = ((5 + length) / 6) ** alpha (Wu et al., 2016),
+  as in tensor2tensor and fairseq.
 - At most `source length + max_length_offset` tokens come before EOS; then EOS is forced.
 - Each step ranks the 2 x beam best extensions of the live hypotheses; an EOS among the first
-  `beam` of them finishes a hypothesis, and the first `beam` others stay alive.
+  `beam` of them finishes a hypothesis, and the first `beam` others stay alive. This is
+  fairseq's rule; tensor2tensor (the paper's code) lets an EOS anywhere among the 2 x beam
+  finish one, which can pick a different best output.
 - A sentence stops as soon as no live hypothesis can beat its best finished one: log
   probabilities only fall as tokens are added, so a live hypothesis' best possible score is its
   log probability over the largest length penalty it could still reach. Finished sentences leave
@@ -35,7 +38,7 @@ import torch.nn.functional as F
 from aiayn.batching import round_up
 from aiayn.decode_settings import DecodeSettings
 from aiayn.incremental import decode_step, start_cache
-from aiayn.subword import BOS_ID, EOS_ID, PAD_ID
+from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
 @dataclass

@@ -1,21 +1,25 @@
 """Decoding settings as the config spells them (section 6.1: beam 4, alpha 0.6, source + 50).
 
 Free of torch, so that the workflow can check an experiment's `decode` entry when snakemake
-starts without importing torch (see model_config.py).
+starts without importing torch (see model_config.py). The defaults are the schema's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aiayn.schema import defaults
+
+DEFAULTS = defaults("decode")  # schemas/config.schema.yaml
+
 
 @dataclass(frozen=True)
 class DecodeSettings:
-    search: str = "beam"  # or "greedy": stop at the first EOS of the single best path
-    beam: int = 4
-    alpha: float = 0.6
-    max_length_offset: int = 50  # at most source length + this many tokens before EOS
-    batch_tokens: int = 4000  # source tokens (padded) per batch of sentences
+    search: str = DEFAULTS["search"]  # or "greedy": stop at the first EOS of the single best path
+    beam: int = DEFAULTS["beam"]
+    alpha: float = DEFAULTS["alpha"]
+    max_length_offset: int = DEFAULTS["max_length_offset"]  # tokens past the source length
+    batch_tokens: int = DEFAULTS["batch_tokens"]  # source tokens (padded) per batch of sentences
 
     def __post_init__(self):
         if self.search not in ("beam", "greedy"):

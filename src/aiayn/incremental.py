@@ -1,9 +1,9 @@
 """Incremental decoding: the Transformer's decoder run one target position per step, attending
 to the keys and values cached at the earlier steps instead of recomputing the whole prefix.
 
-It lives apart from model.py because training runs model.py and not this: each rule reruns
-when a module it imports changes, so a change to how decoding steps reruns decoding only, never
-training (see rules/common.smk's code_version).
+One idea, apart from the model's layers: the cache of keys and values and the decoder step
+over it, which only decoding runs. Each rule reruns when a module it imports changes (rules/
+common.smk's code_version), so training, which does not import this, is not rerun by it.
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ def appended(past, new, rows=None):
     """The cached keys or values past (R0, h, t, d), reordered by rows (R,), with the new
     position's new (R, h, 1, d) appended: (R, h, t + 1, d), written in one pass.
 
-    Reordering and then concatenating would copy the whole cache twice per step and layer;
-    that upkeep grows with the output's length and was about a quarter of decoding on a CPU.
+    Reordering and then concatenating would copy the whole cache twice per step and layer, an
+    upkeep that grows with the output's length (bench/decode_speed.py measures decoding).
     """
     if past is None:
         return new

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
-from aiayn.subword import PAD_ID
+from aiayn.vocab import PAD_ID
 
 
 def label_smoothed_loss(logits, target, epsilon: float, pad_id: int = PAD_ID):

@@ -1,29 +1,33 @@
 """The Transformer's hyperparameters: its config, the paper's presets and Table 3's rows.
 
-Kept apart from model.py and free of torch: the workflow resolves every experiment when
-snakemake starts (the Snakefile, and again inside every cluster job), and importing torch there
-cost about 2 s a start.
+Kept apart from model.py and free of torch: the workflow resolves every experiment each time
+snakemake starts (the Snakefile, and again inside every cluster job), where importing torch
+would slow every start.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aiayn.vocab import PAD_ID
+
 
 @dataclass(frozen=True)
 class TransformerConfig:
+    # The dataset's vocabulary, and what every preset sets (PRESETS below).
     vocab_size: int
-    n_layers: int = 6  # N, in the encoder and in the decoder
-    d_model: int = 512
-    d_ff: int = 2048
-    n_heads: int = 8  # h
+    n_layers: int  # N, in the encoder and in the decoder
+    d_model: int
+    d_ff: int
+    n_heads: int  # h
+    dropout: float  # P_drop: sub-layer outputs and embeddings + positions
+    # Settings no preset states; Table 3's rows and an experiment's `overrides` may change them.
     d_k: int | None = None  # per-head query/key size; d_model / h when None
     d_v: int | None = None  # per-head value size; d_model / h when None
-    dropout: float = 0.1  # P_drop: sub-layer outputs and embeddings + positions
     attention_dropout: float = 0.0  # on attention weights; the paper uses none
     positions: str = "sinusoidal"  # or "learned" (Table 3, row E)
     max_positions: int = 1024  # longest sequence for learned positions
-    pad_id: int = 0
+    pad_id: int = PAD_ID
 
     def __post_init__(self):
         if self.positions not in ("sinusoidal", "learned"):

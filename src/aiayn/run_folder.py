@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from aiayn import checkpoint as ckpt
+from aiayn import paths
 from aiayn.errors import InputError
 from aiayn.textio import atomic_output
 from aiayn.train_settings import Experiment
@@ -52,7 +53,7 @@ class RunFolder:
                     "configuration changed: moving the old run's checkpoints to %s", archive
                 )
                 archive.mkdir(parents=True, exist_ok=True)
-                for name in ("checkpoints", "weights", "train.jsonl", "train.json"):
+                for name in ("checkpoints", "weights", paths.TRAIN_LOG, paths.TRAIN_SUMMARY):
                     if (self.root / name).exists():
                         shutil.move(str(self.root / name), str(archive / name))
             for path in self.checkpoint_dir.glob("step*"):

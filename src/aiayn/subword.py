@@ -16,22 +16,24 @@ from pathlib import Path
 import sentencepiece as spm
 
 from aiayn.errors import InputError
+from aiayn.schema import defaults
+from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 log = logging.getLogger(__name__)
 
-# Fixed ids, so that binarized arrays, the model and the decoder agree without asking each other.
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+DEFAULTS = defaults("subword")  # schemas/config.schema.yaml
 
 
 @dataclass(frozen=True)
 class SubwordSettings:
-    vocab_size: int = 37000
-    input_sentence_size: int = 10_000_000
-    character_coverage: float = 1.0
-    normalization_rule_name: str = "identity"
-    byte_fallback: bool = True
-    split_by_unicode_script: bool = True
-    seed: int = 1
+    vocab_size: int = DEFAULTS["vocab_size"]
+    input_sentence_size: int = DEFAULTS["input_sentence_size"]
+    character_coverage: float = DEFAULTS["character_coverage"]
+    normalization_rule_name: str = DEFAULTS["normalization_rule_name"]
+    byte_fallback: bool = DEFAULTS["byte_fallback"]
+    split_by_unicode_script: bool = DEFAULTS["split_by_unicode_script"]
+    seed: int = DEFAULTS["seed"]
 
 
 def train_bpe(
@@ -39,11 +41,9 @@ def train_bpe(
     model_path: str,
     settings: SubwordSettings,
     threads: int = 1,
-    verbose: bool = False,
 ) -> dict:
-    """Train the shared BPE model on a shuffled sample of both training sides.
-
-    `verbose` lets sentencepiece report its progress (loading, merges) on stderr.
+    """Train the shared BPE model on a shuffled sample of both training sides; sentencepiece
+    reports its progress (loading, merges) on stderr, which the rule sends to its log.
 
     Writes `model_path` (.model) and the matching .vocab beside it, each by rename, so an
     interrupted run leaves no model that looks complete.
@@ -72,7 +72,7 @@ def train_bpe(
             unk_id=UNK_ID,
             bos_id=BOS_ID,
             eos_id=EOS_ID,
-            minloglevel=0 if verbose else 1,
+            minloglevel=0,
         )
     except RuntimeError as err:
         for suffix in (".model", ".vocab"):

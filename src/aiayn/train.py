@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from aiayn import paths
 from aiayn.batching import collate, shard, step_plan, token_batches
 from aiayn.binarize import IndexedDataset
 from aiayn.engine import (
@@ -92,7 +93,7 @@ class Trainer:
             self.settings.tokens_per_step, self.settings.tokens_per_batch, self.world
         )
         self.folder = RunFolder(experiment, self.rank, self.world)
-        self.jsonl = experiment.run_dir / "train.jsonl"
+        self.jsonl = experiment.run_dir / paths.TRAIN_LOG
         self.train_source, self.train_target = (IndexedDataset(p) for p in experiment.train_data)
         self.dev_source, self.dev_target = (IndexedDataset(p) for p in experiment.dev_data)
         self.dev_batches = self.plan_dev_batches()
@@ -405,7 +406,7 @@ class Trainer:
             **dev,
         }
         if self.rank == 0:
-            with atomic_output(self.exp.run_dir / "train.json") as handle:
+            with atomic_output(self.exp.run_dir / paths.TRAIN_SUMMARY) as handle:
                 json.dump(summary, handle, indent=2)
         return summary
 

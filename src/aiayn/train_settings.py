@@ -12,33 +12,34 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from aiayn.model_config import TransformerConfig
+from aiayn.schema import defaults
+
+DEFAULTS = defaults("train")  # schemas/config.schema.yaml
 
 
 @dataclass(frozen=True)
 class TrainSettings:
-    max_steps: int = 100_000
-    max_minutes: float | None = None  # training time budget over all sessions (fairseq's stop-time)
-    warmup_steps: int = 4000
-    lr_scale: float = 1.0  # multiplies the paper's schedule
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.98
-    adam_eps: float = 1e-9
-    label_smoothing: float = 0.1
-    tokens_per_step: int = (
-        25000  # source and target tokens (padded) per optimizer step, all processes
-    )
-    tokens_per_batch: int = 25000  # per process per forward pass: the memory limit
-    pad_to_multiple: int = 8
-    seed: int = 1
-    precision: str = "auto"  # auto (bf16 where the device has it), bf16 or fp32
-    zero_stage: int = 1
-    compile: bool = False  # torch.compile the model for training (not the trajectory: same maths)
-    checkpoint_every_steps: int | None = None
-    checkpoint_every_minutes: float | None = 10.0  # the paper: every 10 minutes
-    keep_states: int = 1  # full training states kept for resuming
-    average_last: int = 5  # consolidated weights kept, and averaged by the average stage
-    log_every_steps: int = 100
-    dev_every_steps: int = 1000
+    max_steps: int = DEFAULTS["max_steps"]
+    max_minutes: float | None = DEFAULTS["max_minutes"]  # over all sessions (fairseq stop-time)
+    warmup_steps: int = DEFAULTS["warmup_steps"]
+    lr_scale: float = DEFAULTS["lr_scale"]  # multiplies the paper's schedule
+    adam_beta1: float = DEFAULTS["adam_beta1"]
+    adam_beta2: float = DEFAULTS["adam_beta2"]
+    adam_eps: float = DEFAULTS["adam_eps"]
+    label_smoothing: float = DEFAULTS["label_smoothing"]
+    tokens_per_step: int = DEFAULTS["tokens_per_step"]  # source and target, padded, all processes
+    tokens_per_batch: int = DEFAULTS["tokens_per_batch"]  # per process and forward pass: memory
+    pad_to_multiple: int = DEFAULTS["pad_to_multiple"]
+    seed: int = DEFAULTS["seed"]
+    precision: str = DEFAULTS["precision"]  # auto (bf16 where the device has it), bf16 or fp32
+    zero_stage: int = DEFAULTS["zero_stage"]
+    compile: bool = DEFAULTS["compile"]  # torch.compile for training (same maths, faster)
+    checkpoint_every_steps: int | None = DEFAULTS["checkpoint_every_steps"]
+    checkpoint_every_minutes: float | None = DEFAULTS["checkpoint_every_minutes"]
+    keep_states: int = DEFAULTS["keep_states"]  # full training states kept for resuming
+    average_last: int = DEFAULTS["average_last"]  # consolidated weights kept and averaged
+    log_every_steps: int = DEFAULTS["log_every_steps"]
+    dev_every_steps: int = DEFAULTS["dev_every_steps"]
 
     # Settings that change the trajectory; the rest (budget, intervals) may change on resume.
     TRAJECTORY = (

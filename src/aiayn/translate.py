@@ -1,5 +1,8 @@
-"""Translate a binarized test set with a trained model: batches sorted by length, beam search,
-detokenized output in input order; and encoder self-attention maps for the figures."""
+"""Inference: load a trained model on a device and translate with it, from a binarized test set
+or from raw lines, in batches sorted by length, detokenized output in input order.
+
+Layers: decode_settings.py (what the config says) -> decode.py (the search) and incremental.py
+(the cached decoder step it runs) -> this module (models, devices, batches, text)."""
 
 from __future__ import annotations
 
@@ -143,20 +146,3 @@ def check_fits(lengths: np.ndarray, position_limit: int | None, desc: str) -> No
         f"(too long: {int(too_long.sum())} of {len(lengths)} sentences). Train with a larger "
         "`max_positions` in the experiment's `overrides`, or with sinusoidal positions."
     )
-
-
-@torch.no_grad()
-def encoder_attention(
-    model: Transformer, ids: list[int], desc: str = "attention maps"
-) -> np.ndarray:
-    """Encoder self-attention weights of one sentence (+EOS): (layers, heads, S, S)."""
-    check_fits(np.array([len(ids)]), model.config.position_limit, desc)
-    device = next(model.parameters()).device
-    source, _ = source_batch([np.asarray(ids)], pad_to=1)
-    _, weights = model.encode(source.to(device), return_weights=True)
-    return torch.stack([w[0] for w in weights]).float().cpu().numpy()
-
-
-def figure_layer(n_layers: int) -> int:
-    """The paper's figures show layer 5 of 6: the last-but-one layer (0-based index)."""
-    return max(n_layers - 2, 0)

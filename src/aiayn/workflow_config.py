@@ -39,10 +39,10 @@ def load_config(root: Path, configfiles: list[Path] = ()) -> dict:
 
 def find_experiment(config: dict, name: str) -> dict:
     """The config's entry for experiment `name`."""
-    for entry in config.get("experiments", []):
+    for entry in config["experiments"]:
         if entry["name"] == name:
             return entry
-    defined = [entry["name"] for entry in config.get("experiments", [])]
+    defined = [entry["name"] for entry in config["experiments"]]
     raise InputError(
         f"experiment {name!r} is not in the config's `experiments` (defined: {defined}); "
         "a preset's experiments need its --configfile"

@@ -14,15 +14,19 @@ from dataclasses import asdict, dataclass
 
 from aiayn.errors import InputError
 from aiayn.logs import progress
+from aiayn.schema import defaults
 from aiayn.textio import LineStats, atomic_output, count_lines, read_lines
 
 REASONS = ("empty", "too_long", "length_ratio")
 
 
+DEFAULTS = defaults("clean")  # schemas/config.schema.yaml
+
+
 @dataclass(frozen=True)
 class CleanSettings:
-    max_tokens: int = 250
-    max_ratio: float = 1.5
+    max_tokens: int = DEFAULTS["max_tokens"]
+    max_ratio: float = DEFAULTS["max_ratio"]
 
 
 def normalize(line: str) -> str:

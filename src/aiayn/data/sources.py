@@ -21,6 +21,7 @@ from pathlib import Path
 from aiayn.data import toy
 from aiayn.errors import InputError
 from aiayn.logs import progress
+from aiayn.schema import source_defaults
 from aiayn.textio import atomic_output
 
 log = logging.getLogger(__name__)
@@ -176,11 +177,11 @@ def fetch_hf(
     kwargs = {k: spec[k] for k in ("name", "data_files", "revision") if spec.get(k) is not None}
     try:
         dataset = datasets.load_dataset(
-            spec["path"], split=spec["split"], streaming=spec.get("streaming", True), **kwargs
+            spec["path"], split=spec["split"], streaming=spec["streaming"], **kwargs
         )
     except Exception as err:  # the hub raises many types; all mean "not available here"
         raise SourceUnavailable(f"{_hf_hint(spec, langs)} ({type(err).__name__}: {err})") from None
-    field = spec.get("field", "translation")
+    field = spec["field"]
     limit = spec.get("max_pairs")
 
     def pairs():
@@ -257,6 +258,7 @@ def fetch(spec: dict, langs: Langs, outputs: Outputs, split: str, root: str | No
         raise InputError(
             f"split {split!r}: unknown source {name!r}; choose one of {sorted(SOURCES)}"
         )
+    spec = {**source_defaults(name), **spec}  # a spec the schema has not filled in, as in tests
     for output in outputs:
         Path(output).parent.mkdir(parents=True, exist_ok=True)
     log.info("fetching split %s from %s source", split, name)

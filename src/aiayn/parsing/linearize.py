@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from aiayn.parsing.trees import ROOT, Tree
+from aiayn.schema import defaults
 
 UNKNOWN_TAG = "XX"
 # A word's tag when the output gives none (xx, or a word the output left out): the Treebank tags
@@ -53,10 +54,13 @@ REPAIRS = (
 LEAVES = ("tags", "xx", "words")
 
 
+DEFAULTS = defaults("linearization")  # schemas/config.schema.yaml
+
+
 @dataclass(frozen=True)
 class Linearization:
-    leaves: str = "tags"  # or "xx", "words"
-    close_labels: bool = True
+    leaves: str = DEFAULTS["leaves"]  # or "xx", "words"
+    close_labels: bool = DEFAULTS["close_labels"]
 
     def __post_init__(self):
         if self.leaves not in LEAVES:

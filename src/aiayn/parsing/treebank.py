@@ -21,6 +21,7 @@ from aiayn.errors import InputError
 from aiayn.logs import progress
 from aiayn.parsing.linearize import Linearization, linearize
 from aiayn.parsing.trees import Tree, clean_tree, read_trees
+from aiayn.schema import source_defaults
 from aiayn.textio import atomic_output
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def parse_range(value, digits: int, key: str) -> tuple[int, int]:
 
 
 def treebank_folder(spec: dict, root: str | None) -> str:
-    path = os.path.expanduser(spec.get("path", "."))
+    path = os.path.expanduser({**source_defaults("ptb"), **spec}["path"])
     if root is not None and not os.path.isabs(path):
         path = os.path.join(os.path.expanduser(root), path)
     return path

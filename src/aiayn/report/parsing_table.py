@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from aiayn.report.paper import TABLE4
+from aiayn.paper import TABLE4
 from aiayn.report.tables import OURS, PAPER, ExperimentResult
 
 TABLE4_CAPTION = (

@@ -13,7 +13,7 @@ import pandas as pd
 
 from aiayn.model import count_parameters
 from aiayn.model_config import TransformerConfig, build_config
-from aiayn.report.paper import (
+from aiayn.paper import (
     TABLE2,
     TABLE2_PAIRS,
     TABLE2_ROW_OF,

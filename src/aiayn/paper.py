@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+PAPER_VOCABULARY = 37000  # the shared EN-DE BPE vocabulary of section 5.1
+
 # Table 2: newstest2014 BLEU and training cost in FLOPs (hours x GPUs x sustained TFLOPS).
 # (model, BLEU EN-DE, BLEU EN-FR, cost EN-DE, cost EN-FR); None where the paper has no entry.
 TABLE2 = [
