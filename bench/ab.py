@@ -46,9 +46,12 @@ open(sys.argv[3], "w").write(json.dumps(result))
 
 
 def revision_src(revision: str, folder: Path) -> Path:
-    """The baseline revision's src/ (git archive), extracted under folder."""
+    """The revision's src/ and schemas/ (its package reads its defaults from the schema), as
+    git archive gives them, extracted under folder."""
     archive = subprocess.run(
-        ["git", "archive", "--format=tar", revision, "src"], cwd=PROJECT, capture_output=True
+        ["git", "archive", "--format=tar", revision, "src", "schemas"],
+        cwd=PROJECT,
+        capture_output=True,
     )
     if archive.returncode != 0:
         sys.exit(f"A/B against {revision}: {archive.stderr.decode().strip()}")
