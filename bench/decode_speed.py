@@ -141,7 +141,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=None, help="first N (default: all)")
     parser.add_argument("--preset", default="base")
     parser.add_argument("--vocab", type=int, default=8000, help="BPE size for a random model")
-    parser.add_argument("--weights", help="a trained weights file (runs/EXP/averaged.pt)")
+    parser.add_argument("--weights", help="a trained weights file (runs/EXP/averaged.safetensors)")
     parser.add_argument("--subword", help="its sentencepiece model (data/DATASET/spm/bpe.model)")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--batch-tokens", type=int, default=4000)

@@ -27,7 +27,7 @@ def translate(project: Path, capsys, *args: str) -> str:
 def test_an_experiment_not_trained_yet_names_the_command_that_trains_it(project, capsys):
     error = translate(project, capsys, "--experiment", "tiny")
     assert "experiment 'tiny' has no averaged model yet" in error
-    assert "`snakemake --cores all runs/tiny/averaged.pt`" in error
+    assert "`snakemake --cores all runs/tiny/averaged.safetensors`" in error
 
 
 def test_an_unknown_experiment_lists_the_defined_ones(project, capsys):

@@ -11,7 +11,7 @@ from tests.conftest import PROJECT
 
 # A string that is a path under one of the workflow's output folders (no spaces: not prose).
 PATH_LITERAL = re.compile(r"^(data|runs|results)/\S*$")
-FILE_NAMES = {"bpe.model", "averaged.pt", "train.json", "train.jsonl", "experiment.json"}
+FILE_NAMES = {"bpe.model", "averaged.safetensors", "train.json", "train.jsonl", "experiment.json"}
 
 
 def test_patterns_and_concrete_names_agree():
@@ -22,7 +22,7 @@ def test_patterns_and_concrete_names_agree():
     ]
     assert paths.split_record("clean", "toy", "train", "en-de") == "data/toy/clean/train.en-de.json"
     assert paths.subword_file("model", "toy") == "data/toy/spm/bpe.model"
-    assert paths.averaged_model() == "runs/{experiment}/averaged.pt"
+    assert paths.averaged_model() == "runs/{experiment}/averaged.safetensors"
     assert paths.train_summary("tiny") == "runs/tiny/" + paths.TRAIN_SUMMARY
     assert paths.decode_output("hyp", "tiny", "last", "dev") == "runs/tiny/decode/last/dev.hyp"
     assert paths.score_file("tiny", "last", "dev") == "results/scores/tiny/last/dev.json"

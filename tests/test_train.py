@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -154,31 +155,70 @@ def test_batch_stream_counts_taken_batches_and_resumes_exactly():
         )
 
 
+def weights_payload(state_dict: dict, step: int = 1) -> dict:
+    return {"state_dict": state_dict, "model_config": {"vocab_size": 5}, "step": step,
+            "experiment": "x"}  # fmt: skip
+
+
 def test_averaging_known_tensors(tmp_path):
     for index, value in enumerate([1.0, 2.0, 6.0]):
-        save_weights(
-            tmp_path / f"{index}.pt",
-            {"w": torch.full((2, 2), value), "b": torch.tensor([value])},
-            {"vocab_size": 5},
-            step=index,
-            experiment="x",
-        )
-    averaged = average_weights([tmp_path / f"{i}.pt" for i in range(3)])
+        state = {"w": torch.full((2, 2), value), "b": torch.tensor([value])}
+        save_weights(tmp_path / f"{index}.safetensors", weights_payload(state, step=index))
+    averaged = average_weights([tmp_path / f"{i}.safetensors" for i in range(3)])
     assert torch.equal(averaged["state_dict"]["w"], torch.full((2, 2), 3.0))
     assert averaged["state_dict"]["b"].item() == 3.0 and len(averaged["averaged_from"]) == 3
 
 
 def test_averaging_refuses_mismatched_checkpoints(tmp_path):
-    save_weights(tmp_path / "a.pt", {"w": torch.zeros(2)}, {}, 1, "x")
-    save_weights(tmp_path / "b.pt", {"w": torch.zeros(3)}, {}, 2, "x")
-    save_weights(tmp_path / "c.pt", {"v": torch.zeros(2)}, {}, 3, "x")
+    for name, state in (("a", {"w": torch.zeros(2)}), ("b", {"w": torch.zeros(3)}),
+                        ("c", {"v": torch.zeros(2)})):  # fmt: skip
+        save_weights(tmp_path / f"{name}.safetensors", weights_payload(state))
     with pytest.raises(InputError, match=r"w has shape \(3,\)"):
-        average_weights([tmp_path / "a.pt", tmp_path / "b.pt"])
+        average_weights([tmp_path / "a.safetensors", tmp_path / "b.safetensors"])
     with pytest.raises(InputError, match="missing \\['w'\\], extra \\['v'\\]"):
-        average_weights([tmp_path / "a.pt", tmp_path / "c.pt"])
-    (tmp_path / "broken.pt").write_bytes(b"not a checkpoint")
+        average_weights([tmp_path / "a.safetensors", tmp_path / "c.safetensors"])
+    for broken in ("broken.safetensors", "broken.pt"):
+        (tmp_path / broken).write_bytes(b"not a checkpoint")
+        with pytest.raises(InputError, match="not a readable weights file"):
+            load_weights(tmp_path / broken)
+
+
+def test_weights_files_load_without_running_code(tmp_path):
+    """A shared weights file is safetensors with its config as JSON metadata; a .pt file of an
+    earlier version loads too, but only as tensors and plain values: a pickle that would run
+    code on load is refused."""
+    state = {"w": torch.arange(4.0)}
+    save_weights(tmp_path / "w.safetensors", weights_payload(state, step=7))
+    loaded = load_weights(tmp_path / "w.safetensors")
+    assert torch.equal(loaded["state_dict"]["w"], state["w"])
+    assert (loaded["model_config"], loaded["step"], loaded["averaged_from"]) == (
+        {"vocab_size": 5},
+        7,
+        None,
+    )
+    assert b"PK" not in (tmp_path / "w.safetensors").read_bytes()[:8]  # not a zip of pickles
+    torch.save(weights_payload(state, step=3), tmp_path / "old.pt")  # an earlier version's file
+    assert load_weights(tmp_path / "old.pt")["step"] == 3
+    marker = tmp_path / "ran"
+    torch.save({"state_dict": {}, "model_config": RunsCode(marker)}, tmp_path / "evil.pt")
     with pytest.raises(InputError, match="not a readable weights file"):
-        load_weights(tmp_path / "broken.pt")
+        load_weights(tmp_path / "evil.pt")
+    assert not marker.exists()
+    from safetensors.torch import save_file
+
+    save_file(state, tmp_path / "other.safetensors")  # someone else's: no config to build from
+    with pytest.raises(InputError, match="not one aiayn wrote"):
+        load_weights(tmp_path / "other.safetensors")
+
+
+class RunsCode:
+    """Unpickling this object touches a file: what a malicious pickle could do instead."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
 
 
 # Real training runs, each in its own process as the workflow runs them ---------------------------
@@ -235,7 +275,11 @@ def train(spec: Path, processes: int = 1) -> dict:
     return json.loads((spec.parent / spec.stem / "train.json").read_text())
 
 
-def run_training(spec: Path, processes: int = 1) -> subprocess.CompletedProcess:
+def run_training(
+    spec: Path, processes: int = 1, file_bytes: int | None = None
+) -> subprocess.CompletedProcess:
+    """Train in a subprocess, as the workflow does; `file_bytes` caps the size of any file it
+    writes (RLIMIT_FSIZE: a write past it fails as on a full disk)."""
     if processes == 1:
         command = [sys.executable, "-m", "aiayn.train", str(spec)]
     else:
@@ -254,13 +298,63 @@ def run_training(spec: Path, processes: int = 1) -> subprocess.CompletedProcess:
         for k, v in os.environ.items()
         if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")
     }
+
+    def limit_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+
     return subprocess.run(
-        command, capture_output=True, text=True, cwd=PROJECT, env=env, timeout=600
+        command,
+        capture_output=True,
+        text=True,
+        cwd=PROJECT,
+        env=env,
+        timeout=600,
+        preexec_fn=limit_files if file_bytes else None,
     )
 
 
 def weights(summary: dict) -> dict:
     return load_weights(summary["final_weights"])["state_dict"]
+
+
+@pytest.mark.workflow
+def test_a_damaged_newest_checkpoint_is_set_aside_and_the_one_before_resumed(tmp_path, copy_data):
+    straight = train(experiment(tmp_path / "straight.json", copy_data))
+    spec = experiment(tmp_path / "run.json", copy_data, max_steps=8, checkpoint_every_steps=4,
+                      keep_states=2)  # fmt: skip
+    train(spec)
+    newest = tmp_path / "run/checkpoints/step00000008"
+    states = max(newest.glob("*.pt"), key=lambda path: path.stat().st_size)
+    states.write_bytes(states.read_bytes()[: states.stat().st_size // 2])  # a truncated copy
+    experiment(spec, copy_data, max_steps=12, checkpoint_every_steps=4, keep_states=2)
+    result = run_training(spec)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"checkpoint {newest} is damaged ({states.name} is" in result.stderr
+    assert "resumed from " + str(tmp_path / "run/checkpoints/step00000004") in result.stderr
+    assert (newest.parent / "step00000008.damaged" / states.name).exists()  # kept, not deleted
+    resumed = json.loads((tmp_path / "run/train.json").read_text())
+    a, b = weights(straight), weights(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.workflow
+def test_a_full_disk_while_saving_keeps_the_checkpoint_before(tmp_path, copy_data):
+    straight = train(experiment(tmp_path / "straight.json", copy_data))
+    spec = experiment(tmp_path / "run.json", copy_data, max_steps=6)
+    train(spec)
+    saved = tmp_path / "run/checkpoints/step00000006"
+    biggest = max(path.stat().st_size for path in saved.iterdir())
+    experiment(spec, copy_data, max_steps=12)
+    result = run_training(spec, file_bytes=biggest // 2)
+    assert result.returncode == 1, result.stderr[-3000:]
+    message = result.stderr.split("ERROR", 1)[-1]
+    assert "step00000012 could not be written" in message, result.stderr[-3000:]
+    assert f"the newest complete one, {saved}, is kept as it was" in message
+    assert "Traceback" not in result.stderr
+    assert not (saved.parent / "step00000012" / "COMPLETE").exists()
+    resumed = train(spec)  # the disk has room again
+    a, b = weights(straight), weights(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 @pytest.mark.workflow
@@ -330,7 +424,7 @@ def test_a_diverging_run_stops_with_advice_and_keeps_its_last_good_checkpoint(tm
     failed = int(result.stderr.split("the loss of step ")[1].split()[0])
     saved = sorted(p.name for p in (run_dir / "checkpoints").glob("step*"))
     assert saved and saved[-1] == tag_of(failed - 1)  # every step before was saved, not this one
-    for weights in (run_dir / "weights").glob("step*.pt"):
+    for weights in (run_dir / "weights").glob("step*.safetensors"):
         assert all(t.isfinite().all() for t in load_weights(weights)["state_dict"].values())
     assert not (run_dir / "train.json").exists()
 
@@ -430,7 +524,7 @@ def test_a_dev_split_with_no_pair_that_fits_stops_before_training(
     assert message.format(dev=dev[0]) in result.stderr
     assert "ZeroDivisionError" not in result.stderr
     assert not (tmp_path / "nodev" / "train.json").exists()
-    assert not list((tmp_path / "nodev").glob("**/*.pt"))
+    assert not list((tmp_path / "nodev").glob("**/step*"))
 
 
 @pytest.mark.workflow
@@ -461,7 +555,8 @@ def test_a_tiny_model_learns_to_copy(tmp_path, copy_data):
 
 
 def saved_steps(run_dir: Path) -> list[int]:
-    return sorted(int(p.stem.removeprefix("step")) for p in (run_dir / "weights").glob("step*.pt"))
+    found = (run_dir / "weights").glob("step*.safetensors")
+    return sorted(int(p.stem.removeprefix("step")) for p in found)
 
 
 @pytest.mark.workflow

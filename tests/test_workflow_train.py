@@ -18,6 +18,7 @@ import pytest
 import torch
 import yaml
 
+from aiayn.checkpoint import load_weights
 from tests.conftest import copy_project, edit_config, quick_experiment, run_snakemake
 
 pytestmark = pytest.mark.workflow
@@ -51,7 +52,7 @@ def test_default_config_trains_every_experiment_and_averages(default_run):
         assert summary["train_flops"] > 0 and summary["device_tflops"] > 0
         losses = [r["loss"] for r in log_records(default_run, name) if "loss" in r]
         assert losses[-1] < losses[0] / 3, (name, losses)
-        averaged = torch.load(default_run / f"runs/{name}/averaged.pt", weights_only=False)
+        averaged = load_weights(default_run / f"runs/{name}/averaged.safetensors")
         assert averaged["averaged_from"] == summary["average_weights"]
         assert averaged["model_config"]["vocab_size"] == 800
     one_head = json.loads((default_run / "runs/tiny_one_head/train.json").read_text())
@@ -158,14 +159,17 @@ def test_aiayn_translate_reads_stdin_keeps_empty_lines_and_takes_overrides(defau
 def test_a_decoding_setting_reruns_decode_score_and_report_but_not_training(default_run):
     # experiment tiny only
     edit_config(default_run, lambda c: c["experiments"][0].update(decode={"alpha": 1.0}))
-    trained = mtimes(default_run, "runs/*/train.json") | mtimes(default_run, "runs/*/averaged.pt")
+    trained = mtimes(default_run, "runs/*/train.json") | mtimes(
+        default_run, "runs/*/averaged.safetensors"
+    )
     others = mtimes(default_run, "runs/tiny_*/decode/*/*")
     plan = run_snakemake(default_run, "-n").stdout
     assert "rule decode:" in plan and "rule score:" in plan and "wildcards: table=table2" in plan
     assert "rule train:" not in plan and "rule average:" not in plan
     run_snakemake(default_run)
     assert (
-        mtimes(default_run, "runs/*/train.json") | mtimes(default_run, "runs/*/averaged.pt")
+        mtimes(default_run, "runs/*/train.json")
+        | mtimes(default_run, "runs/*/averaged.safetensors")
         == trained
     )
     assert mtimes(default_run, "runs/tiny_*/decode/*/*") == others
@@ -213,8 +217,8 @@ def test_a_bigger_budget_resumes_training_and_leaves_the_data_alone(project_copy
     summary = json.loads((project_copy / "runs/quick/train.json").read_text())
     assert summary["steps"] == 40
     assert [Path(p).name for p in summary["average_weights"]] == [
-        "step00000030.pt",
-        "step00000040.pt",
+        "step00000030.safetensors",
+        "step00000040.safetensors",
     ]
     log = (project_copy / "logs/train/quick.log").read_text()
     assert "resumed from runs/quick/checkpoints/step00000030 (step 30)" in log
@@ -273,7 +277,7 @@ def wait_for_step(root: Path, step: int, process: subprocess.Popen, timeout: flo
 
 def final_weights(root: Path) -> dict:
     summary = json.loads((root / "runs/quick/train.json").read_text())
-    return torch.load(root / summary["final_weights"], weights_only=False)["state_dict"]
+    return load_weights(root / summary["final_weights"])["state_dict"]
 
 
 def test_sigterm_checkpoints_and_a_rerun_resumes_to_the_same_weights(tmp_path):

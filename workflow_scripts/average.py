@@ -3,19 +3,15 @@
 import json
 import logging
 
-import torch
-
-from aiayn.checkpoint import average_weights
+from aiayn.checkpoint import average_weights, save_weights
 from aiayn.logs import run_stage
-from aiayn.textio import atomic_output
 
 
 def main():
     summary = json.loads(open(snakemake.input.summary, encoding="utf-8").read())
     paths = summary["average_weights"][-snakemake.params.last :]
     averaged = average_weights(paths)
-    with atomic_output(snakemake.output.model, "wb") as handle:
-        torch.save(averaged, handle)
+    save_weights(snakemake.output.model, averaged)
     logging.getLogger("aiayn").info("averaged %d checkpoints: %s", len(paths), paths)
 
 

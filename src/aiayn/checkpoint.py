@@ -3,12 +3,21 @@
 A checkpoint `checkpoints/step00001200/` is DeepSpeed's own (model, optimizer, LR schedule and
 our client state: data position, config) plus one RNG file per rank, and counts only once its
 COMPLETE marker exists, written last: a run killed while saving is resumed from the checkpoint
-before. Beside it, `weights/step00001200.pt` holds the consolidated fp32 weights (whatever the
-ZeRO stage), which averaging and decoding read.
+before. The marker records each file's size and SHA-256, so a checkpoint damaged later (a
+truncated copy, a bad disk) is found before it is resumed. Beside it,
+`weights/step00001200.safetensors` holds the consolidated fp32 weights (whatever the ZeRO
+stage), which averaging and decoding read.
+
+Weights files, the ones users share, are safetensors: loading one runs no code (a pickle can),
+and the model's config, step and provenance are JSON in its metadata. Weights files of earlier
+versions (.pt) still load, as plain tensors and values only (`weights_only=True`). DeepSpeed's
+own training states are written and read by DeepSpeed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import pickle
 import random
@@ -18,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save as save_safetensors
 
 from aiayn.errors import InputError
 from aiayn.textio import atomic_output
@@ -26,6 +37,9 @@ log = logging.getLogger(__name__)
 COMPLETE = "COMPLETE"
 TAG = re.compile(r"^step(\d{8})$")
 RNG_FILE = "rng_rank{rank}.pt"
+WEIGHTS_SUFFIX = ".safetensors"
+WEIGHTS_FORMAT = "aiayn-weights"  # the metadata's `format`: a file this code wrote
+METADATA = ("model_config", "step", "experiment", "averaged_from")  # JSON values beside tensors
 
 
 def tag_of(step: int) -> str:
@@ -42,6 +56,42 @@ def complete_tags(checkpoint_dir: Path) -> list[str]:
     return sorted(tags)
 
 
+def fingerprint(path: Path) -> dict:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def mark_complete(checkpoint: Path, step: int) -> None:
+    """Written last, atomically: the step and each file's size and SHA-256."""
+    files = {
+        path.relative_to(checkpoint).as_posix(): fingerprint(path)
+        for path in sorted(checkpoint.rglob("*"))
+        if path.is_file() and path.name != COMPLETE
+    }
+    with atomic_output(checkpoint / COMPLETE) as handle:
+        json.dump({"step": step, "files": files}, handle, indent=1)
+
+
+def damage(checkpoint: Path) -> str | None:
+    """What is wrong with a complete checkpoint's files, or None when they are as written (or
+    when its marker, of an earlier version, records no files)."""
+    record = json.loads((checkpoint / COMPLETE).read_text())
+    if not isinstance(record, dict):
+        return None
+    for name, written in record["files"].items():
+        path = checkpoint / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != written["bytes"]:
+            return f"{name} is {path.stat().st_size} bytes, {written['bytes']} were written"
+        if fingerprint(path)["sha256"] != written["sha256"]:
+            return f"{name} has changed since it was written (its SHA-256 differs)"
+    return None
+
+
 def rng_file(checkpoint: Path, rank: int) -> Path:
     """A process's random state inside a checkpoint folder."""
     return checkpoint / RNG_FILE.format(rank=rank)
@@ -53,46 +103,89 @@ def writers(checkpoint: Path) -> int:
 
 
 def rng_state() -> dict:
+    """This process's random state as tensors and plain values: it loads without pickle."""
+    kind, keys, position, has_gauss, cached_gaussian = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
     state = {
         "torch": torch.get_rng_state(),
-        "numpy": np.random.get_state(),
-        "python": random.getstate(),
+        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss],
+        "numpy_cached_gaussian": cached_gaussian,
+        "python": [version, list(internal), gauss_next],
     }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state()
     return state
 
 
-def set_rng_state(state: dict) -> None:
+def save_rng_state(path: Path) -> None:
+    with atomic_output(path, "wb") as handle:
+        torch.save(rng_state(), handle)
+
+
+def load_rng_state(path: Path) -> None:
+    """Restore the random state saved in `path` (an older pickled one is left out, with a
+    warning: the run resumes, but its dropout masks differ from an uninterrupted run's)."""
+    try:
+        state = torch.load(path, weights_only=True)
+    except pickle.UnpicklingError:
+        log.warning("%s: random state of an earlier version, not restored", path)
+        return
+    kind, keys, position, has_gauss = state["numpy"]
     torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
-    random.setstate(state["python"])
+    np.random.set_state(
+        (kind, keys.numpy().astype(np.uint32), position, has_gauss, state["numpy_cached_gaussian"])
+    )
+    version, internal, gauss_next = state["python"]
+    random.setstate((version, tuple(internal), gauss_next))
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state(state["cuda"])
 
 
-def save_weights(
-    path: Path, state_dict: dict, model_config: dict, step: int, experiment: str
-) -> None:
-    """Consolidated fp32 weights with what is needed to rebuild the model, written atomically."""
-    payload = {
-        "state_dict": {k: v.detach().float().cpu() for k, v in state_dict.items()},
-        "model_config": model_config,
-        "step": step,
-        "experiment": experiment,
-    }
+def weights_file(weights_dir: Path, step: int) -> Path:
+    return weights_dir / f"{tag_of(step)}{WEIGHTS_SUFFIX}"
+
+
+def weights_files(weights_dir: Path) -> list[Path]:
+    """A run's consolidated weights, oldest first (files of earlier versions, .pt, included)."""
+    found = [p for p in weights_dir.glob("step*") if p.suffix in (WEIGHTS_SUFFIX, ".pt")]
+    return sorted(found, key=lambda path: path.stem)
+
+
+def save_weights(path: Path, payload: dict) -> None:
+    """A weights payload (state_dict, model_config, step, experiment, averaged_from) as one
+    safetensors file, written atomically: fp32 tensors, the rest as JSON in its metadata."""
+    tensors = {k: v.detach().float().cpu().clone() for k, v in payload["state_dict"].items()}
+    metadata = {"format": WEIGHTS_FORMAT}
+    metadata |= {key: json.dumps(payload.get(key)) for key in METADATA}
     with atomic_output(path, "wb") as handle:
-        torch.save(payload, handle)
+        handle.write(save_safetensors(tensors, metadata=metadata))
 
 
 def load_weights(path: str | Path) -> dict:
+    """A weights file as the payload save_weights took; no code in the file is run."""
+    path = Path(path)
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
+        if path.suffix == WEIGHTS_SUFFIX:
+            payload = read_safetensors(path)
+        else:
+            payload = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError, SafetensorError) as err:
         raise InputError(f"{path}: not a readable weights file ({err})") from None
-    if not {"state_dict", "model_config"} <= set(payload):
+    if not isinstance(payload, dict) or not {"state_dict", "model_config"} <= set(payload):
         raise InputError(f"{path}: not an aiayn weights file (no state_dict/model_config)")
     return payload
+
+
+def read_safetensors(path: Path) -> dict:
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata() or {}
+        if metadata.get("format") != WEIGHTS_FORMAT:
+            raise InputError(
+                f"{path}: a safetensors file, but not one aiayn wrote (no `format: "
+                f"{WEIGHTS_FORMAT}` in its metadata, so no model config to build the model from)"
+            )
+        state_dict = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
+    return {"state_dict": state_dict, **{key: json.loads(metadata[key]) for key in METADATA}}
 
 
 def average_weights(paths: list[str | Path]) -> dict:
@@ -131,6 +224,6 @@ def prune(checkpoint_dir: Path, weights_dir: Path, keep_states: int, keep_weight
     tags = complete_tags(checkpoint_dir)
     for tag in tags[: max(0, len(tags) - keep_states)]:
         shutil.rmtree(checkpoint_dir / tag, ignore_errors=True)
-    weights = sorted(weights_dir.glob("step*.pt"))
+    weights = weights_files(weights_dir)
     for path in weights[: max(0, len(weights) - keep_weights)]:
         path.unlink(missing_ok=True)

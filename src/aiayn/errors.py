@@ -3,3 +3,8 @@
 
 class InputError(ValueError):
     """Input (a file, a config value) is wrong: the message says what, where, and how to fix it."""
+
+
+class StorageError(InputError):
+    """An output could not be written (a full disk, a size limit): the message says what was
+    kept and how to go on. Reported like bad input: one clear message, no traceback."""

@@ -56,7 +56,7 @@ def train_summary(experiment="{experiment}") -> str:
 
 def averaged_model(experiment="{experiment}") -> str:
     """The experiment's averaged weights: the model that is decoded and shared."""
-    return f"{run_dir(experiment)}/averaged.pt"
+    return f"{run_dir(experiment)}/averaged.safetensors"
 
 
 def attention_weights(experiment="{experiment}") -> str:

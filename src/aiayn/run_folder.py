@@ -2,7 +2,8 @@
 
 identity.json       which configuration the folder holds (Experiment.identity and settings)
 checkpoints/stepN/  DeepSpeed's full training state, rng_rank{R}.pt, COMPLETE (checkpoint.py)
-weights/stepN.pt    consolidated fp32 weights, which averaging and decoding read
+checkpoints/stepN.damaged/  a checkpoint whose files changed after it was written, set aside
+weights/stepN.safetensors   consolidated fp32 weights, which averaging and decoding read
 superseded/{old}/   the outputs of an earlier configuration, moved aside, never deleted
 """
 
@@ -18,7 +19,7 @@ import torch
 
 from aiayn import checkpoint as ckpt
 from aiayn import paths
-from aiayn.errors import InputError
+from aiayn.errors import InputError, StorageError
 from aiayn.textio import atomic_output
 from aiayn.train_settings import Experiment
 
@@ -59,6 +60,7 @@ class RunFolder:
             for path in self.checkpoint_dir.glob("step*"):
                 if not (path / ckpt.COMPLETE).exists():
                     shutil.rmtree(path, ignore_errors=True)
+            self.set_aside_damaged()
             description = {
                 "identity": identity,
                 "model": asdict(self.exp.model),
@@ -67,6 +69,25 @@ class RunFolder:
             with atomic_output(marker) as handle:
                 json.dump(description, handle, indent=2)
         self.barrier()
+
+    def set_aside_damaged(self) -> None:
+        """Move damaged checkpoints aside, newest first until a sound one, so that the run
+        resumes from the newest sound one; nothing is deleted (rank 0)."""
+        tags = ckpt.complete_tags(self.checkpoint_dir)
+        for tag in reversed(tags):
+            path = self.checkpoint_dir / tag
+            problem = ckpt.damage(path)
+            if problem is None:
+                return
+            aside = path.with_name(f"{tag}.damaged")
+            for number in range(2, 1000):
+                if not aside.exists():
+                    break
+                aside = path.with_name(f"{tag}.damaged{number}")
+            path.rename(aside)
+            log.warning("checkpoint %s is damaged (%s): set aside as %s", path, problem, aside)
+        if tags:
+            log.warning("no sound checkpoint is left in %s: training starts again", self.root)
 
     def newest(self) -> Path | None:
         tags = ckpt.complete_tags(self.checkpoint_dir)
@@ -90,30 +111,42 @@ class RunFolder:
             )
         _, client = engine.load_checkpoint(str(self.checkpoint_dir), tag=newest.name)
         saved = client["train_state"]
-        ckpt.set_rng_state(torch.load(ckpt.rng_file(newest, self.rank), weights_only=False))
+        ckpt.load_rng_state(ckpt.rng_file(newest, self.rank))
         return saved
 
     def save(self, engine, state: dict) -> None:
-        """Every process writes its part, rank 0 the consolidated weights and, last, COMPLETE."""
-        step = state["step"]
-        tag = ckpt.tag_of(step)
+        """Every process writes its part, rank 0 the consolidated weights and, last, COMPLETE.
+        A write that fails (a full disk) leaves the checkpoints before it as they were."""
+        tag = ckpt.tag_of(state["step"])
+        try:
+            self.write_checkpoint(engine, state, tag)
+        except (OSError, RuntimeError) as err:
+            newest = self.newest()
+            kept = f"the newest complete one, {newest}, is" if newest else "no earlier one was"
+            raise StorageError(
+                f"checkpoint {self.checkpoint_dir / tag} could not be written ({err}); {kept} "
+                "kept as it was. Free space on that disk (or move the run folder to a bigger "
+                "one) and rerun: training resumes from the newest complete checkpoint."
+            ) from None
+
+    def write_checkpoint(self, engine, state: dict, tag: str) -> None:
         engine.save_checkpoint(
             str(self.checkpoint_dir),
             tag=tag,
             client_state={"train_state": dict(state), "experiment": self.exp.as_dict()},
             save_latest=False,
         )
-        torch.save(ckpt.rng_state(), ckpt.rng_file(self.checkpoint_dir / tag, self.rank))
+        ckpt.save_rng_state(ckpt.rng_file(self.checkpoint_dir / tag, self.rank))
         self.barrier()
         if self.rank == 0:
-            ckpt.save_weights(
-                self.weights_dir / f"{tag}.pt",
-                self.consolidated_state_dict(engine, tag),
-                asdict(self.exp.model),
-                step,
-                self.exp.name,
-            )
-            (self.checkpoint_dir / tag / ckpt.COMPLETE).write_text(f"{step}\n")
+            payload = {
+                "state_dict": self.consolidated_state_dict(engine, tag),
+                "model_config": asdict(self.exp.model),
+                "step": state["step"],
+                "experiment": self.exp.name,
+            }
+            ckpt.save_weights(ckpt.weights_file(self.weights_dir, state["step"]), payload)
+            ckpt.mark_complete(self.checkpoint_dir / tag, state["step"])
             ckpt.prune(
                 self.checkpoint_dir,
                 self.weights_dir,
@@ -132,4 +165,4 @@ class RunFolder:
 
     def weights_to_average(self) -> list[Path]:
         """The newest `average_last` weights files, oldest first."""
-        return sorted(self.weights_dir.glob("step*.pt"))[-self.settings.average_last :]
+        return ckpt.weights_files(self.weights_dir)[-self.settings.average_last :]
