@@ -313,3 +313,32 @@ def test_each_settings_object_has_exactly_its_schema_sections_properties_and_def
         fields = [field.name for field in dataclasses.fields(settings)]
         assert fields == list(section_properties(section)), section
         assert dataclasses.asdict(settings()) == defaults(section), section
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda config: config["experiments"][0].update(name="tiny; rm -rf ~"),
+            r"'tiny; rm -rf ~' does not match '\^\[A-Za-z0-9_.\]\+\$'",
+        ),
+        (
+            lambda config: config["datasets"].update({"my data": config["datasets"]["toy"]}),
+            r"'my data' does not match any of the regexes: '\^\[A-Za-z0-9_\]\+\$'",
+        ),
+        (
+            lambda config: config["experiments"][0].update(model="huge"),
+            r"experiment 'tiny': unknown model preset 'huge'; choose from \['base', 'big'",
+        ),
+    ],
+)
+def test_names_a_shell_would_split_and_unknown_presets_are_refused_before_any_job(edit, message):
+    """File names are made of dataset and experiment names, so the schema admits letters,
+    digits, _ (and . in experiment names) only; a preset must exist. Both are checked when the
+    config is loaded, before anything is written."""
+    config = load("config.yaml")
+    edit(config)
+    with pytest.raises((WorkflowError, InputError), match=message):
+        validate(config, SCHEMA)
+        for entry in config["experiments"]:
+            resolve(entry, config["datasets"])

@@ -491,3 +491,17 @@ def test_readme_layout_map_is_true():
                 assert any(name.startswith(module) for name in hashed), (row, module)
             else:
                 assert module in hashed, (row, module)
+
+
+def test_every_bad_input_row_is_checked_by_the_test_it_names():
+    """docs/bad-input.md: each row's test exists and asserts the row's first quoted words."""
+    rows = [line for line in doc("bad-input.md").splitlines() if line.startswith("| ")][2:]
+    assert len(rows) >= 15
+    for row in rows:
+        _, seen, _, test = [cell.strip() for cell in row.strip("|").split("|")]
+        path, name = test.split("::")
+        source = (PROJECT / path).read_text(encoding="utf-8")
+        # The test with its decorators (its parameters): top-level blocks are two blank lines apart.
+        [body] = [block for block in source.split("\n\n\n") if f"\ndef {name}(" in "\n" + block]
+        quoted = re.search(r"`([^`]+)`", seen).group(1)
+        assert quoted in body, (test, quoted)
