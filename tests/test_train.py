@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import resource
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -641,3 +643,22 @@ def test_without_zero_the_saved_weights_are_those_zero_stage_1_trains(tmp_path, 
     assert a.keys() == b.keys()
     assert all(torch.allclose(a[k], b[k], rtol=1e-5, atol=1e-6) for k in a)
     assert plain["dev_loss"] == pytest.approx(zero1["dev_loss"], rel=1e-5)
+
+
+def test_a_build_lock_left_by_a_killed_start_is_removed(tmp_path, monkeypatch, caplog):
+    """A start killed while torch compiled DeepSpeed's CPU op left its lock, on which every
+    later start would wait forever (found by tests/test_faults.py); a lock still young may be a
+    build in progress and is kept."""
+    from aiayn.engine import STALE_BUILD_SECONDS, clear_stale_build_locks
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    stale, young = tmp_path / "deepspeed_shm_comm" / "lock", tmp_path / "deepspeed_x" / "lock"
+    for lock in (stale, young):
+        lock.parent.mkdir()
+        lock.touch()
+    killed_at = time.time() - STALE_BUILD_SECONDS - 60
+    os.utime(stale, (killed_at, killed_at))
+    with caplog.at_level(logging.WARNING):
+        clear_stale_build_locks()
+    assert not stale.exists() and young.exists()
+    assert f"removed {stale}, left by a build killed" in caplog.text

@@ -6,8 +6,11 @@ names the rank. DeepSpeed picks the CUDA accelerator where there is one and the 
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
+import time
+from pathlib import Path
 
 import torch
 
@@ -15,6 +18,10 @@ from aiayn.errors import InputError
 from aiayn.model import Transformer
 from aiayn.schedule import lr_lambda
 from aiayn.train_settings import TrainSettings
+
+log = logging.getLogger(__name__)
+# Far longer than a build of DeepSpeed's CPU communication op (about half a minute on 2 cores).
+STALE_BUILD_SECONDS = 600
 
 
 def free_port() -> int:
@@ -34,6 +41,7 @@ def init_process() -> tuple[int, int, torch.device]:
         os.environ.setdefault(key, value)
     os.environ.setdefault("MASTER_PORT", str(free_port()))
     os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
+    clear_stale_build_locks()
     import deepspeed
     from deepspeed.accelerator import get_accelerator
 
@@ -46,6 +54,23 @@ def init_process() -> tuple[int, int, torch.device]:
     else:
         device = torch.device("cpu")
     return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), device
+
+
+def clear_stale_build_locks() -> None:
+    """On a CPU, DeepSpeed compiles its communication op at the first start (torch's JIT build,
+    cached). A start killed during that build leaves torch's lock file behind, and every later
+    start would wait for it forever; a lock older than any build is removed, with a warning."""
+    from torch.utils.cpp_extension import get_default_build_root
+
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
+    for lock in [*root.glob("deepspeed_*/lock"), *root.glob("*/deepspeed_*/lock")]:
+        try:
+            age = time.time() - lock.stat().st_mtime
+            if age > STALE_BUILD_SECONDS:
+                lock.unlink()
+                log.warning("removed %s, left by a build killed %.0f s ago", lock, age)
+        except FileNotFoundError:  # another process removed it first
+            pass
 
 
 def use_bf16(precision: str, device: torch.device) -> bool:
