@@ -51,12 +51,13 @@ def test_one_vocabulary_for_both_languages_with_fixed_special_ids(newstest_model
 def test_training_is_deterministic(tmp_path, newstest_model):
     dev = shared("wmt14_newstest", "dev")
     again = tmp_path / "again.model"
-    train_bpe(
+    record = train_bpe(
         [str(dev / "newstest2013.en"), str(dev / "newstest2013.de")],
         str(again),
         SubwordSettings(vocab_size=4000, input_sentence_size=4000),
         threads=2,
     )
+    assert record["threads"] == 2
     first, second = load(newstest_model[0]), load(again)
     pieces = [
         [(p.id_to_piece(i), p.get_score(i)) for i in range(p.get_piece_size())]

@@ -52,7 +52,9 @@ def train_bpe(
     if model_path.suffix != ".model":
         raise ValueError(f"sentencepiece model path must end in .model: {model_path}")
     model_path.parent.mkdir(parents=True, exist_ok=True)
-    prefix = model_path.with_name(f".{model_path.stem}.tmp{os.getpid()}")
+    # The model records the prefix it was trained to: one without a process id keeps the model
+    # file the same from run to run (one job at a time writes a dataset's model).
+    prefix = model_path.with_name(f".{model_path.stem}.tmp")
     spm.set_random_generator_seed(settings.seed)
     log.info("training %d-piece BPE on %s", settings.vocab_size, inputs)
     try:
@@ -86,7 +88,12 @@ def train_bpe(
     os.replace(f"{prefix}.vocab", model_path.with_suffix(".vocab"))
     os.replace(f"{prefix}.model", model_path)
     processor = load(model_path)
-    return {"vocab_size": processor.get_piece_size(), "inputs": inputs, **asdict(settings)}
+    return {
+        "vocab_size": processor.get_piece_size(),
+        "inputs": inputs,
+        "threads": max(1, threads),
+        **asdict(settings),
+    }
 
 
 def load(model_path: str | os.PathLike) -> spm.SentencePieceProcessor:
