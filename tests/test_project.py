@@ -505,3 +505,14 @@ def test_every_bad_input_row_is_checked_by_the_test_it_names():
         [body] = [block for block in source.split("\n\n\n") if f"\ndef {name}(" in "\n" + block]
         quoted = re.search(r"`([^`]+)`", seen).group(1)
         assert quoted in body, (test, quoted)
+
+
+def test_readme_states_the_fault_matrix_the_tests_run():
+    from tests.test_faults import KILLS_PER_STAGE, STAGES
+
+    readme = (PROJECT / "README.md").read_text(encoding="utf-8").replace("\n", " ")
+    kills = KILLS_PER_STAGE * len(STAGES)
+    assert (
+        f"{KILLS_PER_STAGE} seeded points in each of the {len(STAGES)} stages, {kills} kills"
+        in readme
+    )
