@@ -13,7 +13,8 @@ from pathlib import Path
 
 import yaml
 
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
+SCHEMA = "schemas/config.schema.yaml"  # in a workflow checkout, as the Snakefile validates
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / SCHEMA
 
 # Where each settings object's properties are in the schema.
 SECTIONS = {

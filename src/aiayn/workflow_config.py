@@ -11,8 +11,7 @@ from pathlib import Path
 import yaml
 
 from aiayn.errors import InputError
-
-SCHEMA = "schemas/config.schema.yaml"
+from aiayn.schema import SCHEMA
 
 
 def load_config(root: Path, configfiles: list[Path] = ()) -> dict:
