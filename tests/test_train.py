@@ -56,24 +56,46 @@ def test_label_smoothing_matches_a_hand_computation():
 
 
 @pytest.mark.parametrize("pad_to", [1, 8])
-def test_batches_never_exceed_the_token_budget_and_cover_every_pair(pad_to):
+def test_batches_hold_at_most_the_real_token_budget_within_the_padded_limit(pad_to):
     rng = np.random.default_rng(3)
     source, target = rng.integers(1, 120, 3000), rng.integers(1, 120, 3000)
     source[5] = 1500  # longer than any batch may be
     batches, too_long = token_batches(
-        source, target, max_tokens=1000, seed=1, epoch=0, pad_to=pad_to
+        source, target, max_tokens=1000, seed=1, epoch=0, pad_to=pad_to, max_padded=1300
     )
     assert too_long == 1
     seen = np.concatenate(batches)
     assert sorted(seen.tolist()) == [i for i in range(3000) if i != 5]
     for batch in batches:
         for lengths in (source, target):
+            assert lengths[batch].sum() <= 1000  # real tokens: the paper's budget
             padded = int(math.ceil(lengths[batch].max() / pad_to) * pad_to)
-            assert len(batch) * padded <= 1000
-    again, _ = token_batches(source, target, max_tokens=1000, seed=1, epoch=0, pad_to=pad_to)
-    other_epoch, _ = token_batches(source, target, max_tokens=1000, seed=1, epoch=1, pad_to=pad_to)
+            assert len(batch) * padded <= 1300  # padded: the memory limit
+    again, _ = token_batches(
+        source, target, max_tokens=1000, seed=1, epoch=0, pad_to=pad_to, max_padded=1300
+    )
+    other_epoch, _ = token_batches(
+        source, target, max_tokens=1000, seed=1, epoch=1, pad_to=pad_to, max_padded=1300
+    )
     assert all(np.array_equal(a, b) for a, b in zip(batches, again, strict=True))
     assert not all(np.array_equal(a, b) for a, b in zip(batches, other_epoch, strict=False))
+
+
+def test_a_batch_is_filled_with_real_tokens_not_padding():
+    """WMT-like lengths: the longer side's real tokens fill the budget to within a sentence,
+    where a padded budget (the old rule, max_padded == max_tokens) leaves a fifth of it padding."""
+    rng = np.random.default_rng(5)
+    source = np.clip(rng.lognormal(3.2, 0.55, 20000), 2, 200).astype(int) + 1
+    target = np.clip(source * rng.normal(1.05, 0.15, 20000), 2, 220).astype(int) + 2
+
+    def fill(max_padded):
+        batches, _ = token_batches(source, target, 3125, 1, 0, 8, max_padded=max_padded)
+        full = batches[:-1] if len(batches) > 1 else batches
+        longer = [max(source[b].sum(), target[b].sum()) for b in full]
+        return np.mean(longer) / 3125
+
+    assert fill(max_padded=4096) > 0.97
+    assert fill(max_padded=3125) < 0.90
 
 
 def test_pairs_longer_than_the_position_limit_are_skipped():

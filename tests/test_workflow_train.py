@@ -49,7 +49,11 @@ def test_default_config_trains_every_experiment_and_averages(default_run):
         name = entry["name"]
         summary = json.loads((default_run / f"runs/{name}/train.json").read_text())
         assert summary["steps"] == 500 and len(summary["average_weights"]) == 5
-        assert summary["train_flops"] > 0 and summary["device_tflops"] > 0
+        assert summary["train_flops"] > 0 and summary["device_tflops_fp32"] > 0
+        # a step holds tokens_per_step real target tokens (the longer side), not padded ones
+        real = summary["real_tokens_per_step"]
+        assert 0.95 * 2000 <= real["target"] <= 2000, real
+        assert real["source"] < real["target"] and summary["padded_over_real"]["target"] < 1.1
         losses = [r["loss"] for r in log_records(default_run, name) if "loss" in r]
         assert losses[-1] < losses[0] / 3, (name, losses)
         averaged = load_weights(default_run / f"runs/{name}/averaged.safetensors")

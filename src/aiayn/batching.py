@@ -1,9 +1,12 @@
-"""Batches by token budget, as the paper's (~25000 source + ~25000 target tokens per step).
+"""Batches by token budget, as the paper's ("approximately 25000 source tokens and 25000 target
+tokens" per step: real tokens, not padding).
 
-Sentence pairs are sorted by length (ties broken by a seeded shuffle) and cut into batches whose
-padded source and padded target sizes (batch size x longest sequence, rounded up to a multiple of
-`pad_to`) each stay within the budget. The order of the batches is shuffled per epoch with the
-seed, so a run is reproducible, and every rank takes its own shard of each epoch's batches.
+Sentence pairs are sorted by length (ties broken by a seeded shuffle) and cut into batches of at
+most the batch's share of the step's real source tokens and real target tokens; the longer side
+of the language pair fills its budget. Sorting keeps the padding small; the padded size (batch
+size x longest sequence, rounded up to a multiple of `pad_to`) is capped separately, as the
+memory limit. The order of the batches is shuffled per epoch with the seed, so a run is
+reproducible, and every rank takes its own shard of each epoch's batches.
 """
 
 from __future__ import annotations
@@ -30,35 +33,46 @@ def token_batches(
     epoch: int,
     pad_to: int = 1,
     position_limit: int | None = None,
+    max_padded: int | None = None,
 ) -> tuple[list[np.ndarray], int]:
-    """Shuffled batches of example indices, and how many examples were too long to use: longer
-    (padded) than a batch's `max_tokens`, or than the model's `position_limit`.
+    """Shuffled batches of example indices, and how many examples were too long to use.
 
+    A batch holds at most `max_tokens` real (unpadded) source tokens and as many real target
+    tokens: the paper's budget counts sentences, not padding. Its padded size (rows x longest,
+    rounded up to `pad_to`) on each side stays within `max_padded` (the memory limit; default
+    `max_tokens`), which also caps a single pair, as does the model's `position_limit`.
     Lengths count the sentence plus its EOS (source) or BOS/EOS (target).
     """
-    longest = max_tokens if position_limit is None else min(max_tokens, position_limit)
+    max_padded = max_tokens if max_padded is None else max_padded
+    longest = max_padded if position_limit is None else min(max_padded, position_limit)
     source_lengths = np.asarray(source_lengths)
     target_lengths = np.asarray(target_lengths)
     rng = np.random.default_rng([seed, epoch])
-    order = np.lexsort((rng.permutation(len(source_lengths)), target_lengths, source_lengths))
-    batches, current, longest_source, longest_target, too_long = [], [], 0, 0, 0
+    # By padded source length, then target length: within a padded source width the targets
+    # are sorted too, which halves the target padding of sorting by exact source length.
+    source_widths = -(-source_lengths // pad_to) * pad_to
+    order = np.lexsort((rng.permutation(len(source_lengths)), target_lengths, source_widths))
+    batches, current, too_long = [], [], 0
+    real_source = real_target = widest_source = widest_target = 0
     for index in order:
-        source, target = (
-            round_up(source_lengths[index], pad_to),
-            round_up(target_lengths[index], pad_to),
-        )
-        if max(source, target) > longest:
+        source, target = int(source_lengths[index]), int(target_lengths[index])
+        padded_source, padded_target = round_up(source, pad_to), round_up(target, pad_to)
+        if max(padded_source, padded_target) > longest or max(source, target) > max_tokens:
             too_long += 1
             continue
-        grown = len(current) + 1
-        if (
-            grown * max(longest_source, source) > max_tokens
-            or grown * max(longest_target, target) > max_tokens
+        rows = len(current) + 1
+        if current and (
+            real_source + source > max_tokens
+            or real_target + target > max_tokens
+            or rows * max(widest_source, padded_source) > max_padded
+            or rows * max(widest_target, padded_target) > max_padded
         ):
             batches.append(np.array(current))
-            current, longest_source, longest_target = [], 0, 0
+            current, real_source, real_target, widest_source, widest_target = [], 0, 0, 0, 0
         current.append(index)
-        longest_source, longest_target = max(longest_source, source), max(longest_target, target)
+        real_source, real_target = real_source + source, real_target + target
+        widest_source = max(widest_source, padded_source)
+        widest_target = max(widest_target, padded_target)
     if current:
         batches.append(np.array(current))
     permutation = rng.permutation(len(batches))
@@ -72,11 +86,13 @@ def shard(batches: list, rank: int, world_size: int) -> list:
 
 
 def step_plan(tokens_per_step: int, tokens_per_batch: int, world_size: int) -> tuple[int, int]:
-    """(accumulation, tokens per batch) so that one step holds `tokens_per_step` over all processes.
+    """(accumulation, real tokens per batch) so that one step holds `tokens_per_step` real tokens
+    over all processes.
 
     Each process's share is split into the fewest batches of at most `tokens_per_batch` tokens,
     all of one size: 25000 tokens on 8 GPUs are one batch of 3125 each; on one GPU with a
-    4096-token memory limit, 7 accumulated batches of 3572.
+    4096-token memory limit, 7 accumulated batches of 3572. The padded batch must fit the limit
+    too, so a limit with no room above the real share cuts batches short (the trainer warns).
     """
     share = math.ceil(tokens_per_step / world_size)
     accumulation = math.ceil(share / tokens_per_batch)
@@ -89,6 +105,7 @@ class Batch:
     target_in: torch.Tensor  # (B, T): BOS + sentence, padded
     target_out: torch.Tensor  # (B, T): sentence + EOS, padded
     target_tokens: int  # real (non-pad) positions of target_out, known without a device sync
+    source_tokens: int = 0  # real positions of source
 
     def to(self, device) -> Batch:
         """On `device`; from pinned memory the copies run while the device is busy."""
@@ -98,6 +115,7 @@ class Batch:
                 for t in (self.source, self.target_in, self.target_out)
             ),
             self.target_tokens,
+            self.source_tokens,
         )
 
 
@@ -145,7 +163,13 @@ def collate(source_data, target_data, indices, pad_to: int = 1, pin_memory: bool
     target_in_np[row, column + 1] = target_ids
     target_out_np[row, column] = target_ids
     target_out_np[every_row, target_lengths] = EOS_ID
-    return Batch(source, target_in, target_out, int(target_lengths.sum()) + rows)
+    return Batch(
+        source,
+        target_in,
+        target_out,
+        int(target_lengths.sum()) + rows,
+        int(source_lengths.sum()) + rows,
+    )
 
 
 def positions(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

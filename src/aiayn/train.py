@@ -3,9 +3,10 @@
     python -m aiayn.train runs/EXP/experiment.json                       # one process
     torchrun --standalone --nproc_per_node 8 -m aiayn.train runs/EXP/experiment.json
 
-Each optimizer step sees `tokens_per_step` source and target tokens (padded), whatever the number
-of processes: every process takes `tokens_per_batch`-token batches of its own shard and the step
-accumulates `accumulation` of them. The loss is the label-smoothed cross-entropy summed over the
+Each optimizer step sees `tokens_per_step` real (unpadded) source and target tokens, whatever the
+number of processes: every process takes batches of its own shard, each holding its share of the
+step's real tokens within the padded `tokens_per_batch` memory limit, and the step accumulates
+`accumulation` of them. The loss is the label-smoothed cross-entropy summed over the
 step's target tokens on all processes and divided by their number, so the gradient does not
 depend on how the tokens were split. A checkpoint holds everything needed to continue exactly
 (weights, Adam state, schedule, data position, RNG states); a run resumes from the newest one.
@@ -26,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from aiayn import paths
@@ -102,6 +104,9 @@ class Trainer:
             "epoch": 0,
             "batch": 0,
             "target_tokens": 0,
+            "source_tokens": 0,
+            "padded_target_tokens": 0,
+            "padded_source_tokens": 0,
             "train_flops": 0,
             "seconds": 0.0,
             "world_size": self.world,
@@ -144,14 +149,17 @@ class Trainer:
             epoch,
             self.settings.pad_to_multiple,
             self.exp.model.position_limit,
+            max_padded=self.settings.tokens_per_batch,
         )
-        if too_long and epoch == 0 and self.rank == 0:
-            log.warning(
-                "%d of %d training pairs are %s and are skipped",
-                too_long,
-                len(self.train_source),
-                self.too_long_for(),
-            )
+        if epoch == 0 and self.rank == 0:
+            if too_long:
+                log.warning(
+                    "%d of %d training pairs are %s and are skipped",
+                    too_long,
+                    len(self.train_source),
+                    self.too_long_for(),
+                )
+            self.check_step_fill(batches, lengths)
         mine = shard(batches, self.rank, self.world)
         if not mine:
             raise InputError(
@@ -159,10 +167,30 @@ class Trainer:
             )
         return mine
 
+    def check_step_fill(self, batches: list, lengths: tuple) -> None:
+        """Warn when padding, not the real-token budget, closes the batches: the steps would then
+        hold clearly fewer real tokens than tokens_per_step."""
+        if not batches:
+            return
+        real = max(int(side[np.concatenate(batches)].sum()) for side in lengths)
+        per_step = real / len(batches) * self.accumulation * self.world
+        if per_step < 0.95 * self.settings.tokens_per_step:
+            log.warning(
+                "a step will hold about %d real tokens, not train.tokens_per_step %d: the padded "
+                "batches reach train.tokens_per_batch (%d) first. Raise tokens_per_batch (the "
+                "memory limit) about 25%% above the real share per batch (%d), or lower "
+                "pad_to_multiple",
+                per_step,
+                self.settings.tokens_per_step,
+                self.settings.tokens_per_batch,
+                self.batch_tokens,
+            )
+
     def too_long_for(self) -> str:
         limit = self.exp.model.position_limit
         learned = "" if limit is None else f" or the learned positions (max_positions {limit})"
-        return f"longer than a batch ({self.batch_tokens} tokens per process){learned}"
+        limit = min(self.batch_tokens, self.settings.tokens_per_batch)
+        return f"longer than a batch ({limit} tokens per process){learned}"
 
     def plan_dev_batches(self) -> list:
         """The dev loss's batches, planned once before training: a dev split none of whose
@@ -175,6 +203,7 @@ class Trainer:
             0,
             self.settings.pad_to_multiple,
             self.exp.model.position_limit,
+            max_padded=self.settings.tokens_per_batch,
         )
         pairs, where = len(self.dev_source), self.exp.dev_data[0]
         if not pairs:
@@ -213,14 +242,19 @@ class Trainer:
         local_flops = sum(
             training_flops(self.exp.model, *b.source.shape, b.target_in.size(1)) for b in batches
         )
-        total_tokens, total_flops, *votes = self.all_reduce(
-            [
-                local_tokens,
-                local_flops,
-                float(save_requested),
-                float(budget_spent),
-                float(self.stop_signal is not None),
-            ]
+        total_tokens, total_flops, source_tokens, padded_source, padded_target, *votes = (
+            self.all_reduce(
+                [
+                    local_tokens,
+                    local_flops,
+                    sum(b.source_tokens for b in batches),
+                    sum(b.source.numel() for b in batches),
+                    sum(b.target_out.numel() for b in batches),
+                    float(save_requested),
+                    float(budget_spent),
+                    float(self.stop_signal is not None),
+                ]
+            )
         )
         sums = []
         for batch in batches:
@@ -239,6 +273,9 @@ class Trainer:
             self.diverged(loss_total + nll_total)
         self.state["step"] += 1
         self.state["target_tokens"] += int(total_tokens)
+        self.state["source_tokens"] += int(source_tokens)
+        self.state["padded_source_tokens"] += int(padded_source)
+        self.state["padded_target_tokens"] += int(padded_target)
         self.state["train_flops"] += int(total_flops)  # all processes, padded shapes (flops.py)
         voted = {name: vote > 0 for name, vote in zip(("save", "last", "stop"), votes, strict=True)}
         return loss_total, nll_total, local_tokens, voted
@@ -378,6 +415,21 @@ class Trainer:
                 ]
                 self.jsonl.write_text("".join(line + "\n" for line in kept))
 
+    def step_fill(self) -> dict:
+        """Mean real tokens per step on each side (the paper's ~25000 each), and the padding:
+        padded positions computed over real ones (1.0 is none)."""
+        steps, state = max(self.state["step"], 1), self.state
+        real = {side: state.get(f"{side}_tokens", 0) for side in ("source", "target")}
+        padded = {side: state.get(f"padded_{side}_tokens", 0) for side in ("source", "target")}
+        return {
+            "tokens_per_step": self.settings.tokens_per_step,
+            "real_tokens_per_step": {side: round(real[side] / steps, 1) for side in real},
+            "padded_over_real": {
+                side: round(padded[side] / real[side], 4) if real[side] and padded[side] else None
+                for side in real
+            },
+        }
+
     def write_summary(self, dev: dict) -> dict:
         weights = self.folder.weights_to_average()
         summary = {
@@ -388,6 +440,7 @@ class Trainer:
             else "max_minutes",
             "epochs": self.state["epoch"],
             "target_tokens": self.state["target_tokens"],
+            **self.step_fill(),
             "seconds": round(self.state["seconds"], 2),
             "processes": self.world,
             "accumulation": self.accumulation,
@@ -396,9 +449,11 @@ class Trainer:
             "compiled_graphs": compiled_graphs() if self.settings.compile else None,
             "device": str(self.device),
             "device_name": device_name(self.device),
-            "device_tflops": sustained_tflops(
-                self.device, torch.bfloat16 if self.bf16 else torch.float32
-            ),
+            # Table 2: the paper's way costs with fp32 (TF32 off); bf16 beside it, labelled.
+            "device_tflops_fp32": sustained_tflops(self.device, torch.float32),
+            "device_tflops_bf16": sustained_tflops(self.device, torch.bfloat16)
+            if self.bf16
+            else None,
             "train_flops": self.state["train_flops"],
             "ranks_agree": ranks_agree(self.engine.module, self.world, self.device),
             "final_weights": str(weights[-1]) if weights else None,

@@ -27,8 +27,8 @@ class TrainSettings:
     adam_beta2: float = DEFAULTS["adam_beta2"]
     adam_eps: float = DEFAULTS["adam_eps"]
     label_smoothing: float = DEFAULTS["label_smoothing"]
-    tokens_per_step: int = DEFAULTS["tokens_per_step"]  # source and target, padded, all processes
-    tokens_per_batch: int = DEFAULTS["tokens_per_batch"]  # per process and forward pass: memory
+    tokens_per_step: int = DEFAULTS["tokens_per_step"]  # real source and target, all processes
+    tokens_per_batch: int = DEFAULTS["tokens_per_batch"]  # padded, per forward pass: memory
     pad_to_multiple: int = DEFAULTS["pad_to_multiple"]
     seed: int = DEFAULTS["seed"]
     precision: str = DEFAULTS["precision"]  # auto (bf16 where the device has it), bf16 or fp32
