@@ -110,6 +110,58 @@ def test_length_penalty_changes_the_winner(alpha, tokens, score):
     assert model.calls == 2
 
 
+# Beam 2, alpha 0 (scores are log probabilities). Step 0: W1 0.5, W2 0.3, EOS 0.2: the EOS ranks
+# third, inside the 2 x beam candidates but outside the first beam. Step 1: [W1 W1] and [W1 W2]
+# 0.2 each, [W2 EOS] 0.15, [W1 EOS] 0.1. Step 2: [W1 W1 EOS] 0.18, [W1 W2 EOS] 0.1.
+EOS_RANKED_THIRD = {
+    (7, ()): dist(eos=0.2, w1=0.5, w2=0.3),
+    (7, (W1,)): dist(eos=0.2, w1=0.4, w2=0.4),
+    (7, (W2,)): dist(eos=0.5, w1=0.25, w2=0.25),
+    (7, (W1, W1)): dist(eos=0.9, w1=0.05, w2=0.05),
+    (7, (W1, W2)): dist(eos=0.5, w1=0.25, w2=0.25),
+}
+
+
+def test_t2t_finishes_an_eos_anywhere_among_the_2k_candidates():
+    """tensor2tensor's grow_finished: the step-0 EOS (rank 3 of 4) finishes the empty output at
+    log 0.2; after step 1 both live hypotheses are at log 0.2, which cannot beat it: stop."""
+    model = TableModel(EOS_RANKED_THIRD)
+    (best,) = search(model, alpha=0.0, finalize="t2t")
+    assert best.tokens == []
+    assert best.log_prob == pytest.approx(math.log(0.2)) and best.score == best.log_prob
+    assert model.calls == 2
+
+
+def test_fairseq_finishes_only_an_eos_among_the_first_k_candidates():
+    """fairseq's rule never sees the step-0 EOS, nor [W2 EOS] (rank 3 at step 1); at step 2 both
+    EOS rank in the first two: [W1 W1] wins at log 0.18, below t2t's 0.2."""
+    model = TableModel(EOS_RANKED_THIRD)
+    (best,) = search(model, alpha=0.0, finalize="fairseq")
+    assert best.tokens == [W1, W1]
+    assert best.log_prob == pytest.approx(math.log(0.5 * 0.4 * 0.9))
+    assert model.calls == 3
+
+
+@pytest.mark.parametrize("finalize", ["t2t", "fairseq"])
+def test_the_two_rules_agree_when_every_eos_ranks_in_the_first_k(finalize):
+    model = TableModel(TWO_PATHS)
+    (best,) = search(model, alpha=1.0, finalize=finalize)
+    assert best.tokens == [W1] and best.score == pytest.approx(math.log(0.45) / (7 / 6))
+
+
+@pytest.mark.parametrize("finalize", ["t2t", "fairseq"])
+def test_greedy_stops_at_the_best_paths_first_eos_under_either_rule(finalize):
+    model = TableModel(EOS_RANKED_THIRD)
+    (best,) = search(model, alpha=0.0, search="greedy", finalize=finalize)
+    assert best.tokens == [W1, W1]  # W1, then W1 (tie with W2, lower id), then EOS 0.9
+    assert best.log_prob == pytest.approx(math.log(0.5 * 0.4 * 0.9))
+
+
+def test_an_unknown_finalize_rule_is_refused():
+    with pytest.raises(ValueError, match="decode.finalize must be 't2t' or 'fairseq'"):
+        DecodeSettings(finalize="marian")
+
+
 def test_max_length_forces_eos():
     # Every step: W1 0.9, EOS 0.1. With alpha 1 longer is better: score(n) = (n log 0.9 +
     # log 0.1) / ((6 + n) / 6) keeps rising, so the output is as long as allowed.
@@ -148,14 +200,18 @@ EOS_THIRD = {
 }
 
 
-def test_eos_outside_the_first_beam_candidates_does_not_finish():
+def test_eos_outside_the_first_beam_candidates_finishes_under_t2t_only():
     model = TableModel(EOS_THIRD)
-    (best,) = search(model, alpha=0.0)
+    (best,) = search(model, alpha=0.0, finalize="fairseq")
     assert best.tokens == [W1]  # fairseq's rule: only EOS among the first `beam` candidates
     assert best.score == pytest.approx(math.log(0.24))
     assert model.calls == 2  # live [W1 W1] (log 0.16) cannot beat log 0.24: stop
-    (wide,) = search(TableModel(EOS_THIRD), beam=3, alpha=0.0)
+    (wide,) = search(TableModel(EOS_THIRD), beam=3, alpha=0.0, finalize="fairseq")
     assert wide.tokens == [] and wide.score == pytest.approx(math.log(0.25))
+    model = TableModel(EOS_THIRD)
+    (paper,) = search(model, alpha=0.0)  # t2t, the default: the third-ranked EOS finishes
+    assert paper.tokens == [] and paper.score == pytest.approx(math.log(0.25))
+    assert model.calls == 2  # step 1's best, [W1 EOS] at log 0.24, does not replace it
 
 
 def test_greedy_takes_the_single_best_path():

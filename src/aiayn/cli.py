@@ -1,7 +1,8 @@
 """The `aiayn` command: translate text with a model the workflow trained.
 
     aiayn translate --experiment NAME [--configfile F ...] [--input F] [--output F]
-                    [--beam N] [--alpha A] [--batch-tokens N] [--device auto|cpu|cuda]
+                    [--beam N] [--alpha A] [--batch-tokens N] [--finalize t2t|fairseq]
+                    [--device auto|cpu|cuda]
 
 Like fairseq-interactive or marian-decoder, but the model, the BPE and the decoding settings
 are found from the experiment's name, as the workflow's decode rule finds them.
@@ -46,6 +47,11 @@ def parser() -> argparse.ArgumentParser:
     translate.add_argument("--alpha", type=float, help="length penalty (default: the experiment's)")
     translate.add_argument("--batch-tokens", type=int, help="source tokens per batch")
     translate.add_argument(
+        "--finalize",
+        choices=("t2t", "fairseq"),
+        help="which EOS candidates finish a hypothesis (t2t: the paper's)",
+    )
+    translate.add_argument(
         "--device", default="auto", help="auto (a GPU when there is one), cpu, cuda, cuda:1, ..."
     )
     return cli
@@ -86,7 +92,12 @@ def locate(args: argparse.Namespace):
     config = load_config(root, [root / path for path in args.configfile])
     entry = find_experiment(config, args.experiment)
     settings = resolve_evaluation(entry, config["datasets"])["decode"]
-    overrides = {"beam": args.beam, "alpha": args.alpha, "batch_tokens": args.batch_tokens}
+    overrides = {
+        "beam": args.beam,
+        "alpha": args.alpha,
+        "batch_tokens": args.batch_tokens,
+        "finalize": args.finalize,
+    }
     try:
         settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
     except ValueError as err:

@@ -11,10 +11,15 @@ Conventions:
   log P(y | x) / lp(length) with lp(length) = ((5 + length) / 6) ** alpha (Wu et al., 2016),
   as in tensor2tensor and fairseq.
 - At most `source length + max_length_offset` tokens come before EOS; then EOS is forced.
-- Each step ranks the 2 x beam best extensions of the live hypotheses; an EOS among the first
-  `beam` of them finishes a hypothesis, and the first `beam` others stay alive. This is
-  fairseq's rule; tensor2tensor (the paper's code) lets an EOS anywhere among the 2 x beam
-  finish one, which can pick a different best output.
+- Each step ranks the 2 x beam best extensions of the live hypotheses, and the first `beam`
+  that do not end in EOS stay alive. Which EOS extensions finish a hypothesis is
+  `decode.finalize`:
+  - `t2t` (the paper's; tensor2tensor's `grow_finished` in utils/beam_search.py): any EOS among
+    the 2 x beam;
+  - `fairseq` (fairseq's SequenceGenerator): only an EOS among the first `beam` of them.
+  An EOS ranked between beam and 2 x beam can be the best output under t2t and is never seen
+  under fairseq, so the two can pick different translations. Greedy search finishes at the
+  single best path's first EOS under either.
 - A sentence stops as soon as no live hypothesis can beat its best finished one: log
   probabilities only fall as tokens are added, so a live hypothesis' best possible score is its
   log probability over the largest length penalty it could still reach. Finished sentences leave
@@ -130,6 +135,7 @@ def beam_search(
     the batch meanwhile change nothing: their rows are computed but never recorded.
     """
     k, alpha = settings.beam_size, settings.alpha
+    finalize_all = settings.finalize == "t2t" and settings.search == "beam"
     device, batch = source.device, source.size(0)
     drop_every = drop_every or default_drop_every(device)
     max_length = source_lengths.cpu() + settings.max_length_offset  # (B,), on the host
@@ -156,8 +162,9 @@ def beam_search(
         scores, index = ranked_candidates(candidates, min(2 * k, k * vocab))
         beam_of, token_of = index // vocab, index % vocab
         is_eos = token_of == EOS_ID
-        ends = is_eos[:, :k] & torch.isfinite(scores[:, :k]) & ~done.unsqueeze(1)
-        ended = torch.where(ends, scores[:, :k] / length_penalty(t + 1, alpha), -math.inf)
+        ending = scores.size(1) if finalize_all else k  # candidates whose EOS finishes
+        ends = is_eos[:, :ending] & torch.isfinite(scores[:, :ending]) & ~done.unsqueeze(1)
+        ended = torch.where(ends, scores[:, :ending] / length_penalty(t + 1, alpha), -math.inf)
         best_score, best = ended.max(dim=1)  # the first of equal scores
         rows = torch.arange(n, device=device) * k + beam_of.gather(1, best.unsqueeze(1))[:, 0]
         log_prob = scores.gather(1, best.unsqueeze(1))[:, 0]
