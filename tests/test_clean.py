@@ -1,4 +1,4 @@
-"""The clean stage: drops by reason on train, evaluation splits untouched, bad input stops."""
+"""The clean stage: drops by reason on train, evaluation sources normalised and references untouched, bad input stops."""
 
 from __future__ import annotations
 
@@ -43,13 +43,18 @@ def test_training_text_is_nfc_normalised(tmp_path):
     assert en == ["Grüße"] and len(en[0]) == 5
 
 
-def test_evaluation_split_is_kept_verbatim(tmp_path):
+def test_evaluation_sources_are_normalised_as_training_text_and_references_kept_verbatim(tmp_path):
     source = ["  two  spaces ", "", "a b c d e f g h", "Gru\u0308\u00dfe"]
-    target = ["x", "leer", "kurz", "Grüße"]
+    target = ["x", "leer", "kurz", "Gru\u0308\u00dfe  "]
     record, (en, de) = run_clean(tmp_path, source, target, train=False)
-    assert en == source and de == target
+    assert en == ["two spaces", "", "a b c d e f g h", "Grüße"] and len(en[3]) == 5
+    assert de == target  # the reference, character for character
     assert record["kept_pairs"] == 4 and record["empty_pairs_kept"] == 1
+    assert record["normalized_pairs"] == 2
     assert sum(record["dropped"].values()) == 0
+    # the training side's normalisation, so the model sees the same text in both
+    _, (train_en, _) = run_clean(tmp_path, source[3:], ["x"], train=True)
+    assert train_en == en[3:]
 
 
 def test_crlf_and_bom_input_is_read_as_text(tmp_path):
@@ -88,7 +93,7 @@ def test_a_training_split_that_cleaning_empties_stops_with_the_reasons_and_no_ou
 
 def test_an_evaluation_split_of_empty_lines_is_kept(tmp_path):
     record, (en, de) = run_clean(tmp_path, [" "], [""], train=False)
-    assert record["kept_pairs"] == 1 and en == [" "] and de == [""]
+    assert record["kept_pairs"] == 1 and en == [""] and de == [""]
 
 
 def test_invalid_utf8_stops_without_output(tmp_path):

@@ -1,4 +1,4 @@
-"""Rule clean: filter and normalise the training split, check and keep dev/test splits verbatim."""
+"""Rule clean: filter and normalise the training split; normalise dev/test sources only."""
 
 import json
 

@@ -1,10 +1,12 @@
-"""Cleaning: filter and normalise training pairs; pass evaluation splits through untouched.
+"""Cleaning: filter and normalise training pairs; give evaluation sources the same normalisation.
 
 Training pairs are normalised (Unicode NFC, whitespace runs to one space, trimmed) and dropped,
 in this order of reasons, when a side is empty, when a side has more than `max_tokens`
 whitespace tokens, or when one side has more than `max_ratio` times the tokens of the other
-(as Moses' clean-corpus-n does). Dev and test splits keep every line and every character: only
-a BOM and CRLF line endings, which are encoding and not text, are removed.
+(as Moses' clean-corpus-n does). Dev and test splits keep every line: their source side gets
+the training text's normalisation, since the model only ever saw normalised text, and their
+target side (the reference BLEU is scored against) keeps every character. Only a BOM and CRLF
+line endings, which are encoding and not text, are removed from either.
 """
 
 from __future__ import annotations
@@ -99,14 +101,17 @@ def clean_split(
                     continue
                 source, target = clean_source, clean_target
             else:
-                empty_kept += not source.strip() or not target.strip()
+                clean_source = normalize(source)
+                normalized += clean_source != source
+                source = clean_source
+                empty_kept += not source or not target.strip()
             src_out.write(source + "\n")
             tgt_out.write(target + "\n")
             kept += 1
         if train and kept == 0:
             raise InputError(nothing_kept(inputs, total, dropped, settings))
     record = {
-        "role": "train" if train else "evaluation (kept verbatim)",
+        "role": "train" if train else "evaluation (source normalised, reference verbatim)",
         "input_pairs": total,
         "kept_pairs": kept,
         "dropped": dropped if train else dict.fromkeys(REASONS, 0),
