@@ -115,6 +115,29 @@ def test_compound_splitting_follows_the_perl_one_liner():
     )
 
 
+# perl -ple without -C reads bytes: the second byte of à is a non-space, so after `s-à` matched,
+# `à-v` matches too; a no-break space (C2 A0) is two non-space bytes, not whitespace.
+PERL_BYTE_CASES = {
+    "vis-à-vis": "vis ##AT##-##AT## à ##AT##-##AT## vis",
+    "é-é-é": "é ##AT##-##AT## é ##AT##-##AT## é",
+    "a\u00a0-b": "a\u00a0 ##AT##-##AT## b",
+    "a-b-c": "a ##AT##-##AT## b-c",
+}
+
+
+@pytest.mark.parametrize(("line", "split"), PERL_BYTE_CASES.items())
+def test_compound_splitting_works_on_bytes_as_perl_does(line, split):
+    assert split_compounds(line) == split
+    if shutil.which("perl") is not None:
+        perl = subprocess.run(
+            ["perl", "-ple", r"s{(\S)-(\S)}{$1 ##AT##-##AT## $2}g"],
+            input=(line + "\n").encode("utf-8"),
+            capture_output=True,
+            check=True,
+        )
+        assert perl.stdout.decode("utf-8") == split + "\n"
+
+
 def test_compound_splitting_matches_perl_on_the_real_test_set(newstest2014_de, tmp_path):
     if shutil.which("perl") is None:
         pytest.skip("perl is not installed")

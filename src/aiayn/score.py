@@ -23,7 +23,9 @@ from sacremoses import MosesTokenizer
 
 from aiayn.errors import InputError
 
-COMPOUND = re.compile(r"(\S)-(\S)")
+# On UTF-8 bytes, as perl runs the one-liner (no -C): every byte of a non-ASCII character is a
+# non-space, so `vis-à-vis` splits at both hyphens, as the paper's script split it.
+COMPOUND = re.compile(rb"(\S)-(\S)")
 PAPER_PROTOCOL = (
     "Moses tokenizer.perl (sacremoses) -> compounds split as a ##AT##-##AT## b -> "
     "multi-bleu.perl (case-sensitive, no smoothing)"
@@ -31,8 +33,9 @@ PAPER_PROTOCOL = (
 
 
 def split_compounds(line: str) -> str:
-    """`a-b` -> `a ##AT##-##AT## b`, left to right without overlaps, as the perl one-liner."""
-    return COMPOUND.sub(r"\1 ##AT##-##AT## \2", line)
+    """`a-b` -> `a ##AT##-##AT## b`, left to right without overlaps, byte for byte as the perl
+    one-liner. A hyphen is never part of a multi-byte character, so the text stays UTF-8."""
+    return COMPOUND.sub(rb"\1 ##AT##-##AT## \2", line.encode("utf-8")).decode("utf-8")
 
 
 @lru_cache(maxsize=8)
