@@ -6,6 +6,8 @@ import torch
 from aiayn.flops import forward_flops, sustained_tflops, training_flops
 from aiayn.model import Transformer
 from aiayn.model_config import build_config
+from aiayn.paper import TABLE2, paper_cost, paper_training_cost
+from aiayn.report.tables import paper_way_cost
 
 
 @pytest.mark.parametrize("preset", ["tiny", "base", "A_h1", "B_dk16", "big"])
@@ -32,3 +34,31 @@ def test_flops_grow_with_batch_and_quadratically_in_attention():
 
 def test_sustained_tflops_is_measured():
     assert sustained_tflops(torch.device("cpu"), torch.float32, seconds=0.05) > 0
+
+
+def test_the_papers_table2_costs_come_from_its_formula_and_hardware():
+    """Footnote 5: hours x GPUs x sustained single-precision TFLOPS; 8 P100 (9.5 TFLOPS), base
+    12 hours, big 3.5 days, as Table 2 prints them to two figures."""
+    assert f"{paper_training_cost('base'):.1e}" == "3.3e+18"
+    assert f"{paper_training_cost('big'):.1e}" == "2.3e+19"
+    printed = {row[0]: row[3] for row in TABLE2}
+    assert paper_training_cost("base") == pytest.approx(
+        printed["Transformer (base model)"], rel=0.01
+    )
+    assert paper_training_cost("big") == pytest.approx(printed["Transformer (big)"], rel=0.01)
+    assert paper_cost(1.0, 2, 2.8) == 2 * 3600 * 2.8e12  # two K80s for an hour
+
+
+def test_our_paper_way_cost_uses_the_fp32_rate_and_shows_bf16_apart():
+    summary = {
+        "seconds": 7200.0,
+        "processes": 8,
+        "precision": "bf16",
+        "device_tflops_fp32": 50.0,
+        "device_tflops_bf16": 600.0,
+    }
+    assert paper_way_cost(summary) == 2 * 3600 * 8 * 50e12
+    assert paper_way_cost(summary, "bf16") == 2 * 3600 * 8 * 600e12
+    older = {"seconds": 3600.0, "processes": 1, "precision": "bf16", "device_tflops": 600.0}
+    assert paper_way_cost(older) is None  # its one rate was bf16's: not the paper's way
+    assert paper_way_cost({**older, "precision": "fp32"}) == 3600 * 600e12

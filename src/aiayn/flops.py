@@ -49,11 +49,23 @@ def training_flops(config: TransformerConfig, batch: int, source_len: int, targe
 
 
 def sustained_tflops(device: torch.device, dtype: torch.dtype, seconds: float = 0.5) -> float:
-    """Matrix-multiply TFLOPS this device sustains in the training dtype, measured now.
+    """Matrix-multiply TFLOPS this device sustains in `dtype`, measured now.
 
-    The paper costed training with each GPU's sustained rate; we measure ours the same way the
-    model spends most of its time: large dense matrix products.
+    The paper costed training with each GPU's sustained single-precision rate, so Table 2's
+    paper's-way cost takes float32 with TF32 off (true fp32, as a P100 computed it); an H100's
+    bf16 tensor-core rate is about ten times that and is shown beside it, labelled.
     """
+    if device.type == "cuda" and dtype == torch.float32:
+        allowed = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            return measure_matmul(device, dtype, seconds)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = allowed
+    return measure_matmul(device, dtype, seconds)
+
+
+def measure_matmul(device: torch.device, dtype: torch.dtype, seconds: float) -> float:
     size = 4096 if device.type == "cuda" else 512
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)

@@ -18,6 +18,30 @@ TABLE2 = [
     ("Transformer (base model)", 27.3, 38.1, 3.3e18, 3.3e18),
     ("Transformer (big)", 28.4, 41.8, 2.3e19, 2.3e19),
 ]
+# How Table 2 costs a model (footnote 5): hours x GPUs x the GPU's sustained single-precision
+# TFLOPS, which the paper gives as K80 2.8, K40 3.7, M40 6.0 and P100 9.5. Its own models trained
+# on 8 P100s: base 100k steps in 12 hours, big 300k steps in 3.5 days (section 5.2).
+PAPER_GPU_TFLOPS = {"K80": 2.8, "K40": 3.7, "M40": 6.0, "P100": 9.5}
+PAPER_TRAINING = {"base": (12.0, 8, "P100", 100_000), "big": (3.5 * 24, 8, "P100", 300_000)}
+
+
+def paper_cost(hours: float, gpus: int, tflops: float) -> float:
+    """Training FLOPs the paper's way: hours x GPUs x sustained TFLOPS."""
+    return hours * 3600 * gpus * tflops * 1e12
+
+
+def paper_training_cost(model: str) -> float:
+    """The paper's own cost for its base or big model, from its formula and its hardware."""
+    hours, gpus, gpu, _ = PAPER_TRAINING[model]
+    return paper_cost(hours, gpus, PAPER_GPU_TFLOPS[gpu])
+
+
+def paper_steps_per_minute(model: str) -> float:
+    """The paper's training speed: its 10-minute checkpoint interval in its steps."""
+    hours, _, _, steps = PAPER_TRAINING[model]
+    return steps / (hours * 60)
+
+
 TABLE2_PAIRS = {"en-de": (1, 3), "en-fr": (2, 4)}  # columns of TABLE2 per language pair
 TABLE2_ROW_OF = {"base": "Transformer (base model)", "big": "Transformer (big)"}
 
