@@ -482,11 +482,64 @@ def test_a_compiled_model_trains_like_the_eager_one(tmp_path, copy_data):
 
 def test_bf16_training_steps_through_deepspeed_and_saves_fp32_weights(tmp_path, copy_data):
     """The GPU default (bf16, ZeRO 1) on a CPU: DeepSpeed casts parameters, not buffers, which
-    once crashed the first layer on every GPU."""
+    once crashed the first layer on every GPU. Gradients are summed in fp32, and the weights
+    saved are the optimizer's fp32 master copy, not the bf16 ones widened."""
     summary = train(experiment(tmp_path / "bf16.json", copy_data, max_steps=4, precision="bf16"))
     assert summary["precision"] == "bf16" and summary["steps"] == 4
+    assert summary["gradient_dtypes"] == {"accumulation": "float32", "communication": "float32"}
     assert math.isfinite(summary["dev_loss"])
-    assert all(tensor.dtype == torch.float32 for tensor in weights(summary).values())
+    saved = weights(summary)
+    assert all(tensor.dtype == torch.float32 for tensor in saved.values())
+    assert any(not torch.equal(t, t.bfloat16().float()) for t in saved.values())
+
+
+def one_step(root: Path, name: str, processes: int, tokens_per_batch: int, precision: str):
+    """The loss and gradient norm of the first step over 8 pairs of 10 tokens (88 real tokens a
+    side with EOS), taken as one batch, as two accumulated ones, or one on each of 2 processes."""
+    rng = np.random.default_rng(4)
+    sentences = [rng.integers(4, 20, 10).tolist() for _ in range(8)]
+    data = root / "data"
+    if not data.exists():
+        data.mkdir()
+        for side in ("src", "tgt"):
+            write_indexed(data / side, sentences, vocab_size=20)
+    pair = (str(data / "src"), str(data / "tgt"))
+    spec = experiment(
+        root / f"{name}.json",
+        (pair, pair),
+        max_steps=1,
+        tokens_per_step=88,
+        tokens_per_batch=tokens_per_batch,
+        pad_to_multiple=1,
+        log_every_steps=1,
+        precision=precision,
+    )
+    described = json.loads(spec.read_text())
+    described["model"]["dropout"] = 0.0  # the same forward pass however the pairs are split
+    spec.write_text(json.dumps(described))
+    summary = train(spec, processes)
+    assert summary["real_tokens_per_step"] == {"source": 88.0, "target": 88.0}
+    lines = (root / name / "train.jsonl").read_text().splitlines()
+    (record,) = [r for r in map(json.loads, lines) if "loss" in r]
+    return summary, record["loss"], record["grad_norm"]
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize(("precision", "tolerance"), [("fp32", 1e-5), ("bf16", 2e-3)])
+def test_one_process_two_processes_and_accumulation_give_the_same_gradient(
+    tmp_path, precision, tolerance
+):
+    alone, loss, norm = one_step(tmp_path, "alone", 1, 88, precision)
+    accumulated, loss_2, norm_2 = one_step(tmp_path, "accumulated", 1, 44, precision)
+    split, loss_3, norm_3 = one_step(tmp_path, "split", 2, 88, precision)
+    assert (alone["accumulation"], accumulated["accumulation"], split["accumulation"]) == (1, 2, 1)
+    assert split["processes"] == 2
+    assert loss_2 == pytest.approx(loss, rel=tolerance) and loss_3 == pytest.approx(
+        loss, rel=tolerance
+    )
+    assert norm_2 == pytest.approx(norm, rel=tolerance) and norm_3 == pytest.approx(
+        norm, rel=tolerance
+    )
 
 
 # Why the trainer skips a pair in the runs below: 600-token batches, learned positions of 8.

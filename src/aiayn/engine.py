@@ -105,6 +105,11 @@ def deepspeed_engine(
         "zero_optimization": {"stage": settings.zero_stage},
         "zero_allow_untested_optimizer": True,
         "bf16": {"enabled": bf16},
+        # bf16 runs keep gradients in fp32 where they are summed: over accumulated batches and
+        # over processes (DeepSpeed would otherwise sum both in bf16, rounding each addition to
+        # 8 bits of mantissa). With ZeRO 1 this is DeepSpeed's BF16_Optimizer.
+        **({"data_types": {"grad_accum_dtype": "fp32"}} if bf16 else {}),
+        "communication_data_type": "fp32",
         "gradient_clipping": 0.0,
         "steps_per_print": 1 << 30,
     }

@@ -137,10 +137,11 @@ class RunFolder:
             save_latest=False,
         )
         ckpt.save_rng_state(ckpt.rng_file(self.checkpoint_dir / tag, self.rank))
+        weights = self.consolidated_state_dict(engine)  # collective: every rank takes part
         self.barrier()
         if self.rank == 0:
             payload = {
-                "state_dict": self.consolidated_state_dict(engine, tag),
+                "state_dict": weights,
                 "model_config": asdict(self.exp.model),
                 "step": state["step"],
                 "experiment": self.exp.name,
@@ -156,12 +157,19 @@ class RunFolder:
             log.info("checkpoint %s", self.checkpoint_dir / tag)
         self.barrier()
 
-    def consolidated_state_dict(self, engine, tag: str) -> dict:
-        if self.settings.zero_stage == 0:
-            return engine.module.state_dict()
-        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+    def consolidated_state_dict(self, engine) -> dict:
+        """The model's weights in fp32: each parameter's full master copy where the optimizer
+        holds one (bf16, ZeRO partitions), gathered from every rank; buffers as they are."""
+        from deepspeed.utils import safe_get_full_fp32_param
 
-        return get_fp32_state_dict_from_zero_checkpoint(str(self.checkpoint_dir), tag=tag)
+        module = engine.module
+        parameters = dict(module.named_parameters(remove_duplicate=False))
+        weights = {}
+        for name, tensor in module.state_dict().items():
+            master = safe_get_full_fp32_param(parameters[name]) if name in parameters else None
+            value = tensor if master is None else master
+            weights[name] = value.detach().float().cpu() if name in parameters else value.cpu()
+        return weights
 
     def weights_to_average(self) -> list[Path]:
         """The newest `average_last` weights files, oldest first."""

@@ -415,6 +415,14 @@ class Trainer:
                 ]
                 self.jsonl.write_text("".join(line + "\n" for line in kept))
 
+    def gradient_dtypes(self) -> dict:
+        """Where a step's gradients are summed: over accumulated batches, over processes."""
+        _, accumulation = self.engine.get_data_types()
+        return {
+            "accumulation": str(accumulation).removeprefix("torch."),
+            "communication": str(self.engine.communication_data_type).removeprefix("torch."),
+        }
+
     def step_fill(self) -> dict:
         """Mean real tokens per step on each side (the paper's ~25000 each), and the padding:
         padded positions computed over real ones (1.0 is none)."""
@@ -446,6 +454,7 @@ class Trainer:
             "accumulation": self.accumulation,
             "tokens_per_batch": self.batch_tokens,
             "precision": "bf16" if self.bf16 else "fp32",
+            "gradient_dtypes": self.gradient_dtypes(),
             "compiled_graphs": compiled_graphs() if self.settings.compile else None,
             "device": str(self.device),
             "device_name": device_name(self.device),
