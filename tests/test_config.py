@@ -11,11 +11,13 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from aiayn.batching import step_plan
 from aiayn.data.clean import CleanSettings
 from aiayn.decode_settings import DecodeSettings
 from aiayn.errors import InputError
 from aiayn.experiments import resolve, resolve_evaluation
 from aiayn.model_config import TABLE3_ROWS
+from aiayn.paper import paper_steps_per_minute
 from aiayn.subword import SubwordSettings
 from aiayn.train_settings import TrainSettings
 from aiayn.workflow_config import load_config
@@ -196,7 +198,7 @@ def test_paper_experiments_have_the_paper_settings():
     )
     assert (base["train"]["average_last"], big["train"]["average_last"]) == (5, 20)
     assert (
-        base["train"]["checkpoint_every_minutes"] == 10 and base["train"]["label_smoothing"] == 0.1
+        base["train"]["checkpoint_every_steps"] == 1389 and base["train"]["label_smoothing"] == 0.1
     )
     assert base["data"]["dev"][0].endswith("newstest2013.en-de.en")
     big_fr = [
@@ -228,6 +230,39 @@ def test_the_parsing_preset_has_the_papers_table4_settings():
     assert (decode.beam, decode.alpha, decode.max_length_offset) == (21, 0.3, 300)
     splits = config["datasets"]["wsj"]["splits"]
     assert [splits[s]["sections"] for s in ("train", "dev", "test")] == ["02-21", 22, 23]
+
+
+PAPER_PRESETS = [
+    ("configs/wmt14_en_de.yaml",),
+    ("configs/wmt14_en_fr.yaml",),
+    ("configs/wmt14_en_de.yaml", "configs/table3.yaml"),
+]
+
+
+@pytest.mark.parametrize("presets", PAPER_PRESETS)
+def test_the_paper_presets_train_clean_and_decode_as_the_paper(presets):
+    """Real-token steps of 25000 with room for padding, checkpoints every 10 of the paper's
+    minutes counted in its steps (not ours), Moses' ratio filter, the paper's beam rule,
+    GPU-sized decode batches, and a BPE sample sized for WMT."""
+    config = merged("config.yaml", *presets)
+    for entry in config["experiments"]:
+        spec = resolve(entry, config["datasets"])
+        train, size = spec["train"], "big" if entry["model"] == "big" else "base"
+        assert train["tokens_per_step"] == 25000
+        accumulation, share = step_plan(25000, train["tokens_per_batch"], entry["processes"])
+        assert train["tokens_per_batch"] >= 1.25 * share, entry["name"]
+        assert train["checkpoint_every_minutes"] is None
+        assert train["checkpoint_every_steps"] == round(10 * paper_steps_per_minute(size))
+        decode = resolve_evaluation(entry, config["datasets"])["decode"]
+        assert decode.finalize == "t2t"
+        if not entry["name"].startswith("table3_"):  # Table 3 decodes only the dev split
+            assert decode.batch_tokens >= 16000
+    for name in {entry["dataset"] for entry in config["experiments"]}:
+        dataset = config["datasets"][name]
+        assert dataset["clean"]["max_ratio"] == 9
+        assert 1_000_000 <= dataset["subword"]["input_sentence_size"] < 9_000_000
+    assert round(10 * paper_steps_per_minute("base")) == 1389
+    assert round(10 * paper_steps_per_minute("big")) == 595
 
 
 def test_table3_preset_has_every_row():
