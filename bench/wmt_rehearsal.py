@@ -1,0 +1,186 @@
+"""Benchmark: the data stages rehearsed at WMT14 EN-DE's size (4.5M pairs) on a CPU.
+
+The toy source generates the pairs (WMT itself cannot be downloaded here); each stage then runs
+with the paper preset's settings (configs/wmt14_en_de.yaml): clean with Moses' ratio 9, BPE on a
+sample of `input_sentence_size` lines (4M), binarize both sides; last, one epoch's batches are
+planned over every pair with the base model's step (25000 real tokens, 32000 padded, lengths
+padded to 8), as each training process does at every epoch start. Each stage runs in a fresh
+child process, so its wall time and peak RSS are its own. Prints one JSON line; with --save, also
+writes it to bench/results/wmt_rehearsal-cpu.json.
+
+    python bench/wmt_rehearsal.py --pairs 450000 4500000 --save
+    python bench/wmt_rehearsal.py --pairs 2000 20000            # a quick look
+
+What differs from WMT: the toy grammar has about 700 word types, so BPE is trained to
+--vocab-size pieces (default 1000), not the preset's 37000, which needs real text; its sentences
+are shorter (about 12 tokens a side, WMT's about 27). The download stage keeps every sentence it
+wrote in a set, to write distinct ones: its memory grows with the corpus (the toy source's cost;
+the hf source streams).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT / "src"))
+
+import provenance  # noqa: E402
+
+STAGES = ("download", "clean", "subword", "binarize", "plan_epoch")
+PRESET = PROJECT / "configs" / "wmt14_en_de.yaml"
+
+
+def preset_settings() -> dict:
+    """The data and step settings of the paper preset, as the workflow would resolve them."""
+    from aiayn.data.clean import CleanSettings
+    from aiayn.subword import SubwordSettings
+
+    preset = yaml.safe_load(PRESET.read_text())
+    dataset = preset["datasets"]["wmt14_en_de"]
+    (base,) = [e for e in preset["experiments"] if e["model"] == "base"]
+    return {
+        "clean": CleanSettings(**dataset["clean"]),
+        "subword": SubwordSettings(**dataset["subword"]),
+        "tokens_per_step": base["train"]["tokens_per_step"],
+        "tokens_per_batch": base["train"]["tokens_per_batch"],
+        "pad_to_multiple": base["train"].get("pad_to_multiple", 8),
+    }
+
+
+def run_stage(stage: str, folder: Path, pairs: int, threads: int, vocab_size: int) -> dict:
+    """In the child: one stage on the files the stages before it wrote."""
+    raw, clean, bpe, binary = (folder / name for name in ("raw", "clean", "bpe.model", "bin"))
+    sides = ("en", "de")
+    settings = preset_settings()
+    if stage == "download":
+        from aiayn.data.sources import fetch
+
+        spec = {"source": "toy", "size": pairs, "seed": 1}
+        fetch(spec, sides, [f"{raw}.{s}" for s in sides], split="train")
+    elif stage == "clean":
+        from aiayn.data.clean import clean_split
+
+        paths = ([f"{raw}.{s}" for s in sides], [f"{clean}.{s}" for s in sides])
+        record = clean_split(*paths, train=True, settings=settings["clean"])
+        return {"kept_pairs": record["kept_pairs"]}
+    elif stage == "subword":
+        from dataclasses import replace
+
+        from aiayn.subword import train_bpe
+
+        subword = replace(settings["subword"], vocab_size=vocab_size)
+        train_bpe([f"{clean}.{s}" for s in sides], str(bpe), subword, threads=threads)
+        return {"input_sentence_size": subword.input_sentence_size, "vocab_size": vocab_size}
+    elif stage == "binarize":
+        from aiayn.binarize import binarize_file
+        from aiayn.subword import load
+
+        processor = load(bpe)
+        for side in sides:
+            binarize_file(processor, f"{clean}.{side}", f"{binary}.{side}", threads=threads)
+    else:
+        return plan_epoch(binary, settings)
+    return {}
+
+
+def plan_epoch(binary: Path, settings: dict) -> dict:
+    """One epoch's batches over every pair, as Trainer.batches_of_epoch plans them."""
+    import numpy as np
+
+    from aiayn.batching import step_plan, token_batches
+    from aiayn.binarize import IndexedDataset
+
+    source, target = (IndexedDataset(f"{binary}.{side}") for side in ("en", "de"))
+    lengths = (source.lengths + 1, target.lengths + 1)
+    accumulation, share = step_plan(settings["tokens_per_step"], settings["tokens_per_batch"], 1)
+    start = time.perf_counter()
+    batches, too_long = token_batches(
+        *lengths, share, 1, 0, settings["pad_to_multiple"], max_padded=settings["tokens_per_batch"]
+    )
+    planning = time.perf_counter() - start
+    used = np.concatenate(batches)
+    return {
+        "planning_seconds": round(planning, 2),  # the stage's seconds include importing torch
+        "batches": len(batches),
+        "too_long": too_long,
+        "real_target_tokens_per_step": round(
+            float(lengths[1][used].sum()) / len(batches) * accumulation, 1
+        ),
+    }
+
+
+def in_child(stage: str, folder: Path, pairs: int, args) -> dict:
+    command = [sys.executable, __file__, "--child", stage, str(folder), str(pairs)]
+    command += [str(args.threads), str(args.vocab_size)]
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"stage {stage} failed at {pairs} pairs:\n{result.stderr[-3000:]}")
+    return {"seconds": round(time.perf_counter() - start, 2), **json.loads(result.stdout)}
+
+
+def child(stage: str, folder: str, pairs: str, threads: str, vocab_size: str) -> dict:
+    figures = run_stage(stage, Path(folder), int(pairs), int(threads), int(vocab_size))
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return {"peak_rss_mib": round(peak_kib / 1024, 1), **figures}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--pairs", type=int, nargs="+", default=[450_000, 4_500_000])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--vocab-size", type=int, default=1000)
+    parser.add_argument("--save", action="store_true", help="also write bench/results/")
+    args = parser.parse_args()
+    results = []
+    for pairs in args.pairs:
+        with tempfile.TemporaryDirectory() as folder:
+            row = {"pairs": pairs}
+            for stage in STAGES:
+                row[stage] = in_child(stage, Path(folder), pairs, args)
+                print(f"{pairs} pairs: {stage} {row[stage]}", file=sys.stderr, flush=True)
+            results.append(row)
+    smallest, largest = results[0], results[-1]
+    record = {
+        "bench": "wmt_rehearsal",
+        "device": cpu_name(),
+        **provenance.stamp(),
+        "threads": args.threads,
+        "preset": str(PRESET.relative_to(PROJECT)),
+        "results": results,
+        # Peak memory of the largest corpus over the smallest's, per stage (1.0 = flat).
+        "rss_growth": {
+            stage: round(largest[stage]["peak_rss_mib"] / smallest[stage]["peak_rss_mib"], 2)
+            for stage in STAGES
+        },
+    }
+    print(json.dumps(record))
+    if args.save:
+        provenance.save(record, "cpu")
+
+
+def cpu_name() -> str:
+    import torch
+
+    from aiayn.flops import device_name
+
+    return device_name(torch.device("cpu"))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        print(json.dumps(child(*sys.argv[2:7])))
+    else:
+        main()
