@@ -72,6 +72,20 @@ def test_data_stages_benchmark_prints_bpe_and_binarization_figures():
     assert set(record["rss_growth"]) == {"bpe_sampled", "bpe_all_lines", "streaming", "naive"}
 
 
+def test_wmt_rehearsal_runs_every_data_stage_with_the_paper_preset():
+    result = run(sys.executable, "bench/wmt_rehearsal.py", "--pairs", "2000", "8000")
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    assert record["bench"] == "wmt_rehearsal" and record["preset"] == "configs/wmt14_en_de.yaml"
+    assert [r["pairs"] for r in record["results"]] == [2000, 8000]
+    for row in record["results"]:
+        for stage in ("download", "clean", "subword", "binarize", "plan_epoch"):
+            assert row[stage]["seconds"] > 0 and row[stage]["peak_rss_mib"] > 0
+        assert row["clean"]["kept_pairs"] == row["pairs"]  # ratio 9 keeps every toy pair
+        assert row["subword"]["input_sentence_size"] == 4_000_000
+        assert row["plan_epoch"]["too_long"] == 0 and row["plan_epoch"]["batches"] > 0
+
+
 def test_train_throughput_benchmark_compares_ours_eager_and_compiled_with_the_baselines():
     result = run(
         sys.executable,
@@ -440,6 +454,17 @@ def test_readme_benchmark_tables_are_the_committed_figures():
             for method in ("bpe_sampled", "bpe_all_lines", "streaming", "naive")
         ]
         assert "| " + " | ".join(cells) + " |" in readme
+    rehearsal = json.loads((results / "wmt_rehearsal-cpu.json").read_text())
+    for row in rehearsal["results"]:
+        cells = [f"{row['pairs']:,}"] + [
+            f"{row[stage]['seconds']} s / {row[stage]['peak_rss_mib']} MiB"
+            for stage in ("download", "clean", "subword", "binarize")
+        ]
+        planned = row["plan_epoch"]
+        cells.append(f"{planned['planning_seconds']} s / {planned['peak_rss_mib']} MiB")
+        assert "| " + " | ".join(cells) + " |" in readme
+    largest = rehearsal["results"][-1]["plan_epoch"]["real_target_tokens_per_step"]
+    assert f"held {largest:.0f} real target tokens" in readme
     workflow = json.loads((results / "default_workflow-cpu.json").read_text())
     for run_ in (workflow["all_cores"], workflow["one_core"]):
         train = run_["stages"]["train"]
