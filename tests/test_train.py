@@ -563,6 +563,10 @@ def test_learned_positions_skip_the_pairs_they_cannot_embed(tmp_path, copy_data)
     assert 0 < dev_longest < 200
     left_out = f"{dev_longest} of 200 dev pairs are {TOO_LONG} and are left out of the dev loss"
     assert left_out in result.stderr
+    # 600 padded tokens leave no room for padding above the 600 real ones: the batches close
+    # on padding first, and the log says so with the fix
+    assert "not train.tokens_per_step 600: the padded batches reach" in result.stderr
+    assert "Raise tokens_per_batch (the memory limit)" in result.stderr
     summary = json.loads((tmp_path / "learned" / "train.json").read_text())
     assert summary["steps"] == 3 and math.isfinite(summary["dev_loss"])
 

@@ -452,7 +452,8 @@ class Trainer:
             "seconds": round(self.state["seconds"], 2),
             "processes": self.world,
             "accumulation": self.accumulation,
-            "tokens_per_batch": self.batch_tokens,
+            "real_tokens_per_batch": self.batch_tokens,  # each batch's share of the step
+            "padded_tokens_per_batch": self.settings.tokens_per_batch,  # the memory limit
             "precision": "bf16" if self.bf16 else "fp32",
             "gradient_dtypes": self.gradient_dtypes(),
             "compiled_graphs": compiled_graphs() if self.settings.compile else None,
