@@ -33,10 +33,12 @@ include: "rules/report.smk"
 
 
 rule all:
-    """Everything the config asks for: prepared data, trained models, scores, tables, figures."""
+    """Everything the config asks for: prepared data, trained models, translations, scores,
+    tables, figures."""
     default_target: True
     input:
         prepared_data_files(),
         averaged_models(),
         score_files(),
+        translation_files(),
         report_files(),

@@ -218,6 +218,17 @@ def score_files(checkpoint=None, names=None):
     return files
 
 
+def translation_files():
+    """The translations (or linearized trees) behind every score file: a deliverable of their
+    own, so that one deleted (a forced decode killed midway) is made again though its score
+    file is still there."""
+    return [
+        paths.decode_output("hyp", name, kind, split)
+        for name in experiment_names()
+        for kind, split in scored_decodes(name)
+    ]
+
+
 # ---- input functions: the files one job reads ---------------------------------------------
 
 
