@@ -35,6 +35,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT / "src"))
 
 import provenance  # noqa: E402
+from data_stages import cpu_name  # noqa: E402
 
 STAGES = ("download", "clean", "subword", "binarize", "plan_epoch")
 PRESET = PROJECT / "configs" / "wmt14_en_de.yaml"
@@ -169,14 +170,6 @@ def main() -> None:
     print(json.dumps(record))
     if args.save:
         provenance.save(record, "cpu")
-
-
-def cpu_name() -> str:
-    import torch
-
-    from aiayn.flops import device_name
-
-    return device_name(torch.device("cpu"))
 
 
 if __name__ == "__main__":
