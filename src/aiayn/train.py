@@ -189,8 +189,8 @@ class Trainer:
     def too_long_for(self) -> str:
         limit = self.exp.model.position_limit
         learned = "" if limit is None else f" or the learned positions (max_positions {limit})"
-        limit = min(self.batch_tokens, self.settings.tokens_per_batch)
-        return f"longer than a batch ({limit} tokens per process){learned}"
+        batch_limit = min(self.batch_tokens, self.settings.tokens_per_batch)
+        return f"longer than a batch ({batch_limit} tokens per process){learned}"
 
     def plan_dev_batches(self) -> list:
         """The dev loss's batches, planned once before training: a dev split none of whose
