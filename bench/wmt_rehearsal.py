@@ -96,9 +96,7 @@ def run_stage(stage: str, folder: Path, pairs: int, threads: int, vocab_size: in
 
 def plan_epoch(binary: Path, settings: dict) -> dict:
     """One epoch's batches over every pair, as Trainer.batches_of_epoch plans them."""
-    import numpy as np
-
-    from aiayn.batching import step_plan, token_batches
+    from aiayn.batching import real_tokens_per_step, step_plan, token_batches
     from aiayn.binarize import IndexedDataset
 
     source, target = (IndexedDataset(f"{binary}.{side}") for side in ("en", "de"))
@@ -109,14 +107,12 @@ def plan_epoch(binary: Path, settings: dict) -> dict:
         *lengths, share, 1, 0, settings["pad_to_multiple"], max_padded=settings["tokens_per_batch"]
     )
     planning = time.perf_counter() - start
-    used = np.concatenate(batches)
+    _, target = real_tokens_per_step(batches, lengths, accumulation, 1)
     return {
         "planning_seconds": round(planning, 2),  # the stage's seconds include importing torch
         "batches": len(batches),
         "too_long": too_long,
-        "real_target_tokens_per_step": round(
-            float(lengths[1][used].sum()) / len(batches) * accumulation, 1
-        ),
+        "real_target_tokens_per_step": round(target, 1),
     }
 
 

@@ -79,6 +79,16 @@ def token_batches(
     return [batches[i] for i in permutation], too_long
 
 
+def real_tokens_per_step(
+    batches: list, lengths: tuple, accumulation: int, world_size: int
+) -> tuple[float, float]:
+    """The mean real (source, target) tokens a step of these planned batches holds."""
+    used = np.concatenate(batches)
+    steps = len(batches) / (accumulation * world_size)
+    source, target = (float(side[used].sum()) / steps for side in lengths)
+    return source, target
+
+
 def shard(batches: list, rank: int, world_size: int) -> list:
     """This rank's batches; every rank gets the same number (the remainder is left out)."""
     usable = len(batches) - len(batches) % world_size

@@ -27,11 +27,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
 from aiayn import paths
-from aiayn.batching import collate, shard, step_plan, token_batches
+from aiayn.batching import collate, real_tokens_per_step, shard, step_plan, token_batches
 from aiayn.binarize import IndexedDataset
 from aiayn.engine import (
     compiled_graphs,
@@ -172,8 +171,7 @@ class Trainer:
         hold clearly fewer real tokens than tokens_per_step."""
         if not batches:
             return
-        real = max(int(side[np.concatenate(batches)].sum()) for side in lengths)
-        per_step = real / len(batches) * self.accumulation * self.world
+        per_step = max(real_tokens_per_step(batches, lengths, self.accumulation, self.world))
         if per_step < 0.95 * self.settings.tokens_per_step:
             log.warning(
                 "a step will hold about %d real tokens, not train.tokens_per_step %d: the padded "
