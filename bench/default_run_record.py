@@ -49,6 +49,7 @@ def experiment_figures(root: Path, name: str) -> dict:
         "train_seconds": round(train["seconds"], 2),
         "dev_ppl": round(train["dev_ppl"], 3),
         "train_flops": train["train_flops"],
+        "real_tokens_per_step": train["real_tokens_per_step"],
     }
     for checkpoint, split in DECODES:
         figures[f"{checkpoint}_{split}"] = decode_figures(root, name, checkpoint, split)

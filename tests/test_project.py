@@ -295,6 +295,13 @@ def test_readme_toy_table_is_the_committed_default_run():
     )
 
 
+def test_the_fidelity_page_quotes_the_recorded_step_fill():
+    """docs/fidelity.md's share of the step's real target tokens is the default run's."""
+    record = json.loads((PROJECT / "results/toy/default_run.json").read_text())
+    real = record["experiments"]["tiny"]["real_tokens_per_step"]["target"]
+    assert f"hold {real / 2000:.1%} of their 2000 target" in doc("fidelity.md")
+
+
 def test_the_default_run_record_is_the_committed_score_files():
     """results/toy/default_run.json and the committed results/scores/ come from the same run."""
     record = json.loads((PROJECT / "results/toy/default_run.json").read_text())
