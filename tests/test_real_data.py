@@ -12,12 +12,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import copy_project, run_snakemake, shared, stage_sacrebleu_cache
+from tests.conftest import PROJECT, copy_project, run_snakemake, shared, stage_sacrebleu_cache
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -98,6 +100,40 @@ def test_multi30k_data_are_the_public_files_unchanged(multi30k_run):
         assert len(reference.splitlines()) == lines
     cleaned = load_json(data / "clean" / "train.en-de.json")
     assert cleaned["input_pairs"] == 29000 and cleaned["kept_pairs"] >= 28000
+
+
+def test_the_short_outputs_bench_decodes_as_the_workflow_and_accounts_for_every_output(
+    multi30k_run,
+):
+    """bench/short_outputs.py on the run: its averaged and last-checkpoint beam decodes score
+    what the workflow's decode and score rules gave, and its counts add up."""
+    command = [sys.executable, str(PROJECT / "bench" / "short_outputs.py"), "--workdir"]
+    command += [str(multi30k_run), "--experiment", "multi30k_ci", "--alphas", "0.6", "1.0"]
+    command += ["--configfile", "configs/multi30k.yaml", "ci.yaml"]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads(result.stdout)
+    scores = multi30k_run / "results" / "scores" / "multi30k_ci"
+    rows = {row["weights"]: row for row in record["checkpoints"]}
+    assert len(rows) == MULTI30K_CI_EXPERIMENT["train"]["average_last"] + 1
+    last = f"step{MULTI30K_CI_EXPERIMENT['train']['max_steps']:08d}"
+    for weights, checkpoint in ((last, "last"), ("averaged", "averaged")):
+        workflow = load_json(scores / checkpoint / "val.json")["sacrebleu"]
+        assert rows[weights]["beam"]["bleu"] == round(workflow["score"], 2)
+        assert rows[weights]["beam"]["brevity_penalty"] == round(workflow["brevity_penalty"], 3)
+    averaged = record["averaged"]
+    split = averaged["search_or_model"]
+    assert (
+        split["reference_scores_higher"] + split["output_scores_higher"]
+        == (split["outputs_shorter_than_reference"])
+    )
+    assert 0 < split["outputs_shorter_than_reference"] < 1014
+    assert averaged["eos_on_references"]["references"] == 1014
+    assert 0 < averaged["eos_on_references"]["p_eos_at_end_mean"] <= 1
+    assert [row["alpha"] for row in averaged["alpha_sweep"]] == [0.6, 1.0]
+    assert averaged["alpha_sweep"][0]["bleu"] == rows["averaged"]["beam"]["bleu"]
+    assert averaged["best_alpha"] in (0.6, 1.0)
+    assert "finalize_fairseq" in averaged
 
 
 @pytest.fixture(scope="module")
