@@ -11,6 +11,7 @@ import sys
 
 import pandas as pd
 import pytest
+import yaml
 
 from tests.conftest import PROJECT, quick_experiment, shared
 
@@ -383,6 +384,8 @@ def test_readme_quotes_the_committed_multi30k_run():
     )
     test = run_record["scores"]["averaged_test_2016_flickr"]
     assert round(scores["sacrebleu"]["score"], 2) == test["sacrebleu"] >= 30
+    assert round(scores["sacrebleu"]["brevity_penalty"], 3) == test["brevity_penalty"] >= 0.95
+    assert scores["decode"]["alpha"] == run_record["decode"]["alpha"]
     assert run_record["train_seconds"] <= 30 * 60
     page = doc("results.md")
     row = next(line for line in page.splitlines() if line.startswith("| CPU, ≤ 30 min"))
@@ -391,6 +394,28 @@ def test_readme_quotes_the_committed_multi30k_run():
     assert same_command(run_record["command"], page)
     row = readme_row("| Multi30k")
     assert f"**{test['sacrebleu']:.1f}**" in row and f"{run_record['train_seconds']:.0f} s" in row
+
+
+def test_the_fidelity_page_quotes_the_short_outputs_measurements():
+    """docs/fidelity.md's Multi30k tables are bench/results/short_outputs-cpu.json's, measured on
+    the committed run, and the config decodes with the alpha that was best on val."""
+    record = json.loads((PROJECT / "bench/results/short_outputs-cpu.json").read_text())
+    page = doc("fidelity.md")
+    for row in record["checkpoints"]:
+        cells = [row["weights"].removeprefix("step").lstrip("0") or "0"]
+        for search in ("beam", "greedy"):
+            figures = row[search]
+            cells += [str(figures[key]) for key in ("bleu", "brevity_penalty", "length_ratio")]
+        assert "| " + " | ".join(cells) + " |" in page, cells
+    sweep = record["averaged"]["alpha_sweep"]
+    for label, key in (("val BLEU", "bleu"), ("brevity penalty", "brevity_penalty")):
+        assert f"| {label} | " + " | ".join(str(row[key]) for row in sweep) + " |" in page
+    config = yaml.safe_load((PROJECT / "configs/multi30k.yaml").read_text())
+    (experiment,) = config["experiments"]
+    assert experiment["decode"]["alpha"] == record["averaged"]["best_alpha"]
+    run_record = json.loads((PROJECT / "results" / "multi30k" / "run.json").read_text())
+    assert record["settings"]["alpha"] == 0.6  # the paper's, whose effect was measured
+    assert run_record["decode"]["alpha"] == experiment["decode"]["alpha"]
 
 
 def test_readme_quotes_the_committed_wmt14_sample_run():
