@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from aiayn.cli import main
-from tests.conftest import copy_project
+from tests.conftest import PROJECT, copy_project
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +57,51 @@ def test_the_console_command_is_installed():
     command = Path(sys.executable).parent / "aiayn"
     result = subprocess.run([str(command), "translate", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "--experiment" in result.stdout
+
+
+def test_config_prints_the_validated_config_with_every_default(project, capsys):
+    assert main(["config", "--workdir", str(project), "--configfile", "configs/multi30k.yaml"]) == 0
+    config = yaml.safe_load(capsys.readouterr().out)
+    [experiment] = [e for e in config["experiments"] if e["name"] == "multi30k_small"]
+    assert experiment["decode"]["beam"] == 4  # the schema's default, filled in
+    bad = project / "bad.yaml"
+    bad.write_text("experiments: [{name: x, dataset: toy, modle: tiny}]\n")
+    assert main(["config", "--workdir", str(project), "--configfile", "bad.yaml"]) == 1
+    error = capsys.readouterr().err
+    assert "does not validate against schemas/config.schema.yaml" in error and "modle" in error
+
+
+@pytest.mark.timeout(300)
+def test_a_wheel_installed_into_a_fresh_environment_works_outside_a_checkout(tmp_path, project):
+    """`pip install .` (not editable) must give a working package: it reads its defaults from
+    the schema it carries, not from a checkout's schemas/. The fresh environment sees the
+    installed dependencies (--system-site-packages) but gets the wheel's aiayn first."""
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist")]
+    subprocess.run([*build, str(PROJECT)], check=True)
+    [wheel] = (tmp_path / "dist").glob("aiayn-*.whl")
+    venv = tmp_path / "fresh"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    python, aiayn = venv / "bin" / "python", venv / "bin" / "aiayn"
+    install = [str(python), "-m", "pip", "-q", "install", "--no-deps", "--no-index", str(wheel)]
+    subprocess.run(install, check=True)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+
+    def run(*command: str) -> subprocess.CompletedProcess:
+        result = subprocess.run(command, cwd=outside, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result
+
+    where = run(str(python), "-c", "import aiayn, aiayn.train_settings as t; print(aiayn.__file__)")
+    assert where.stdout.startswith(str(venv)), where.stdout  # the wheel's, not the checkout's
+    assert "--experiment" in run(str(aiayn), "translate", "--help").stdout
+    config = yaml.safe_load(run(str(aiayn), "config", "--workdir", str(project)).stdout)
+    assert {e["name"] for e in config["experiments"]} >= {"tiny", "tiny_one_head"}
+
+
+def test_the_snakefile_validates_against_the_schema_the_package_carries():
+    from aiayn.schema import SCHEMA, SCHEMA_FILE
+
+    assert 'validate(config, "schemas/config.schema.yaml")' in (PROJECT / "Snakefile").read_text()
+    assert (PROJECT / SCHEMA).resolve() == SCHEMA_FILE

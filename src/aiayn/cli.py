@@ -1,11 +1,14 @@
-"""The `aiayn` command: translate text with a model the workflow trained.
+"""The `aiayn` command: translate text with a model the workflow trained, check a config.
 
     aiayn translate --experiment NAME [--configfile F ...] [--input F] [--output F]
                     [--beam N] [--alpha A] [--batch-tokens N] [--finalize t2t|fairseq]
                     [--device auto|cpu|cuda]
+    aiayn config [--configfile F ...] [--workdir D]
 
-Like fairseq-interactive or marian-decoder, but the model, the BPE and the decoding settings
-are found from the experiment's name, as the workflow's decode rule finds them.
+`translate` is like fairseq-interactive or marian-decoder, but the model, the BPE and the
+decoding settings are found from the experiment's name, as the workflow's decode rule finds
+them. `config` validates config.yaml and the config files on top as the Snakefile does and
+prints the result with every default filled in: what the workflow will run with.
 """
 
 from __future__ import annotations
@@ -33,14 +36,7 @@ def parser() -> argparse.ArgumentParser:
         "in input order (stdout or --output), progress on stderr.",
     )
     translate.add_argument("--experiment", "-e", required=True, help="an experiment's name")
-    translate.add_argument(
-        "--configfile",
-        nargs="+",
-        type=Path,
-        default=[],
-        help="config files on top of config.yaml, as given to snakemake",
-    )
-    translate.add_argument("--workdir", type=Path, default=Path("."), help="the workflow's folder")
+    add_config_arguments(translate)
     translate.add_argument("--input", "-i", type=Path, help="text to translate (default: stdin)")
     translate.add_argument("--output", "-o", type=Path, help="where to write (default: stdout)")
     translate.add_argument("--beam", type=int, help="beam size (default: the experiment's)")
@@ -54,14 +50,32 @@ def parser() -> argparse.ArgumentParser:
     translate.add_argument(
         "--device", default="auto", help="auto (a GPU when there is one), cpu, cuda, cuda:1, ..."
     )
+    check = commands.add_parser(
+        "config",
+        help="validate the workflow's config and print it with every default",
+        description="Merge config.yaml and the --configfile files as snakemake does, validate "
+        "the result against the schema and print it as YAML with every default filled in.",
+    )
+    add_config_arguments(check)
     return cli
+
+
+def add_config_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--configfile",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="config files on top of config.yaml, as given to snakemake",
+    )
+    command.add_argument("--workdir", type=Path, default=Path("."), help="the workflow's folder")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     setup_logging()
     try:
-        return run_translate(args)
+        return run_config(args) if args.command == "config" else run_translate(args)
     except InputError as err:
         log.error("%s", err)
         return 1
@@ -79,6 +93,17 @@ def run_translate(args: argparse.Namespace) -> int:
         args.output.write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def run_config(args: argparse.Namespace) -> int:
+    import yaml
+
+    from aiayn.workflow_config import load_config
+
+    root = args.workdir
+    config = load_config(root, [root / path for path in args.configfile])
+    sys.stdout.write(yaml.safe_dump(config, sort_keys=False))
     return 0
 
 

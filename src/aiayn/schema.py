@@ -1,9 +1,11 @@
 """The config schema, read by the settings dataclasses for their defaults.
 
-Each default is written once, in schemas/config.schema.yaml, where users read it and where
-`validate()` fills it into the config; the dataclasses that carry the settings to the code take
-their field defaults from there, so a script, a test or a benchmark that builds settings by hand
-gets the workflow's defaults.
+Each default is written once, in the schema, where users read it and where `validate()` fills
+it into the config; the dataclasses that carry the settings to the code take their field
+defaults from there, so a script, a test or a benchmark that builds settings by hand gets the
+workflow's defaults. The schema ships inside the package (`aiayn/config.schema.yaml`), so a
+wheel or a non-editable `pip install .` carries it; the checkout's `schemas/config.schema.yaml`,
+which the Snakefile validates against, is a link to the same file.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 import yaml
 
 SCHEMA = "schemas/config.schema.yaml"  # in a workflow checkout, as the Snakefile validates
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / SCHEMA
+SCHEMA_FILE = Path(__file__).resolve().with_name("config.schema.yaml")  # package data
 
 # Where each settings object's properties are in the schema.
 SECTIONS = {
@@ -30,8 +32,8 @@ SECTIONS = {
 def schema() -> dict:
     if not SCHEMA_FILE.is_file():
         raise RuntimeError(
-            f"{SCHEMA_FILE} is missing: aiayn reads its defaults from the schema of the checkout "
-            "it runs from; install it from a checkout with `pip install -e .`"
+            f"{SCHEMA_FILE} is missing: the package was installed without its data; "
+            "reinstall it (`pip install .` or `pip install -e .`)"
         )
     return yaml.safe_load(SCHEMA_FILE.read_text(encoding="utf-8"))
 

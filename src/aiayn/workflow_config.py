@@ -1,7 +1,8 @@
 """The workflow's config as `snakemake` sees it, for commands that run outside the workflow.
 
 `config.yaml`, then each `--configfile` merged key by key (lists replaced), then validated
-against the schema, which fills in every default: the same steps the Snakefile takes.
+against the schema, which fills in every default: the same steps the Snakefile takes, with the
+schema the package carries (the checkout's schemas/config.schema.yaml links to it).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from aiayn.errors import InputError
-from aiayn.schema import SCHEMA
+from aiayn.schema import SCHEMA, SCHEMA_FILE
 
 
 def load_config(root: Path, configfiles: list[Path] = ()) -> dict:
@@ -30,7 +31,7 @@ def load_config(root: Path, configfiles: list[Path] = ()) -> dict:
             raise InputError(f"config file {path} does not exist")
         update_config(config, yaml.safe_load(path.read_text(encoding="utf-8")) or {})
     try:
-        validate(config, str(root / SCHEMA))
+        validate(config, str(SCHEMA_FILE))
     except WorkflowError as err:
         raise InputError(f"the config does not validate against {SCHEMA}: {err}") from None
     return config
