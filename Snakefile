@@ -19,7 +19,7 @@ validate(config, "schemas/config.schema.yaml")
 include: "rules/common.smk"
 
 
-check_experiments()  # before the rules resolve experiments, so a bad one is named clearly
+plan.check_experiments()  # before the rules resolve experiments, so a bad one is named clearly
 
 
 include: "rules/data.smk"
@@ -37,8 +37,8 @@ rule all:
     tables, figures."""
     default_target: True
     input:
-        prepared_data_files(),
-        averaged_models(),
-        score_files(),
-        translation_files(),
-        report_files(),
+        plan.prepared_data_files(),
+        plan.averaged_models(),
+        plan.score_files(),
+        plan.translation_files(),
+        plan.report_files(),

@@ -18,7 +18,7 @@ rule decode:
         "envs/aiayn.yaml"
     threads: 1
     params:
-        settings=lambda wildcards: experiment_entry(wildcards.experiment)["decode"],
+        settings=lambda wildcards: plan.experiment_entry(wildcards.experiment)["decode"],
         code=code_version("decode.py"),
     script:
         "../workflow_scripts/decode.py"
@@ -33,7 +33,7 @@ rule attention_maps:
     output:
         weights=paths.attention_weights(),
         figures=report(
-            attention_figures(),
+            plan.attention_figures(),
             category="Figures",
             subcategory="Attention",
             labels={"experiment": "{experiment}"},

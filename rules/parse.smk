@@ -18,13 +18,13 @@ rule treebank:
     benchmark:
         "benchmarks/treebank/{dataset}/{split}.{src}-{tgt}.tsv"
     wildcard_constraints:
-        dataset=names_pattern(treebank_datasets()),
+        dataset=names_pattern(plan.treebank_datasets()),
     conda:
         "envs/aiayn.yaml"
     params:
         spec=checked_split_source,
-        root=lambda wildcards: dataset_entry(wildcards.dataset)["root"],
-        linearization=lambda wildcards: dataset_entry(wildcards.dataset)[
+        root=lambda wildcards: plan.dataset_entry(wildcards.dataset)["root"],
+        linearization=lambda wildcards: plan.dataset_entry(wildcards.dataset)[
             "linearization"
         ],
         code=code_version("treebank.py"),
@@ -54,15 +54,15 @@ rule score_parse:
     log:
         "logs/score/{experiment}/{checkpoint}/{split}.log",
     wildcard_constraints:
-        experiment=names_pattern(parsing_experiments()),
+        experiment=names_pattern(plan.parsing_experiments()),
     conda:
         "envs/aiayn.yaml"
     params:
-        test_set=lambda wildcards: split_source(
-            experiment_dataset(wildcards.experiment), wildcards.split
+        test_set=lambda wildcards: plan.split_source(
+            plan.experiment_dataset(wildcards.experiment), wildcards.split
         ),
-        linearization=lambda wildcards: dataset_entry(
-            experiment_dataset(wildcards.experiment)
+        linearization=lambda wildcards: plan.dataset_entry(
+            plan.experiment_dataset(wildcards.experiment)
         )["linearization"],
         code=code_version("score_parse.py"),
     script:

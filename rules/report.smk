@@ -18,14 +18,14 @@ rule table:
     conda:
         "envs/aiayn.yaml"
     params:
-        experiments=lambda wildcards: report_experiments(
-            reported_experiments(wildcards.table)
+        experiments=lambda wildcards: plan.report_experiments(
+            plan.reported_experiments(wildcards.table)
         ),
         train_sources=lambda wildcards: {  # Table 4 names each parser's treebank files
-            name: split_source(experiment_dataset(name), "train")
-            for name in reported_experiments(wildcards.table)
+            name: plan.split_source(plan.experiment_dataset(name), "train")
+            for name in plan.reported_experiments(wildcards.table)
         },
-        vocab_sizes=vocabulary_sizes(),
+        vocab_sizes=plan.vocabulary_sizes(),
         significance=config["report"]["significance"],
         code=code_version("report_table.py"),
     script:
@@ -47,7 +47,7 @@ rule figure:
     conda:
         "envs/aiayn.yaml"
     params:
-        experiments=report_experiments(translation_experiments()),
+        experiments=plan.report_experiments(plan.translation_experiments()),
         code=code_version("report_figure.py"),
     script:
         "../workflow_scripts/report_figure.py"

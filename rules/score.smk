@@ -21,17 +21,17 @@ rule score:
     log:
         "logs/score/{experiment}/{checkpoint}/{split}.log",
     wildcard_constraints:
-        experiment=other_names_pattern(parsing_experiments(), "A-Za-z0-9_."),
+        experiment=other_names_pattern(plan.parsing_experiments(), "A-Za-z0-9_."),
     conda:
         "envs/aiayn.yaml"
     params:
-        target_lang=lambda wildcards: dataset_entry(
-            experiment_dataset(wildcards.experiment)
+        target_lang=lambda wildcards: plan.dataset_entry(
+            plan.experiment_dataset(wildcards.experiment)
         )["langs"][1],
-        test_set=lambda wildcards: split_source(
-            experiment_dataset(wildcards.experiment), wildcards.split
+        test_set=lambda wildcards: plan.split_source(
+            plan.experiment_dataset(wildcards.experiment), wildcards.split
         ),
-        baseline=lambda wildcards: baseline_of(wildcards.experiment),
+        baseline=lambda wildcards: plan.baseline_of(wildcards.experiment),
         resamples=config["report"]["bootstrap_resamples"],
         code=code_version("score.py"),
     script:

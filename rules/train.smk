@@ -18,12 +18,14 @@ rule train:
         # One allocation of `nodes` machines with `processes` GPUs each; the workflow profile
         # (profiles/default/) adds memory, run time and CPUs per GPU, the cluster profile
         # (profiles/slurm/) the partition.
-        nodes=lambda wildcards: experiment_entry(wildcards.experiment)["nodes"],
-        gres=lambda wildcards: f"gpu:{experiment_entry(wildcards.experiment)['processes']}",
+        nodes=lambda wildcards: plan.experiment_entry(wildcards.experiment)["nodes"],
+        gres=lambda wildcards: f"gpu:{plan.experiment_entry(wildcards.experiment)['processes']}",
     params:
-        spec=lambda wildcards: trainer_spec(wildcards.experiment),
-        processes=lambda wildcards: experiment_entry(wildcards.experiment)["processes"],
-        nodes=lambda wildcards: experiment_entry(wildcards.experiment)["nodes"],
+        spec=lambda wildcards: plan.trainer_spec(wildcards.experiment),
+        processes=lambda wildcards: plan.experiment_entry(wildcards.experiment)[
+            "processes"
+        ],
+        nodes=lambda wildcards: plan.experiment_entry(wildcards.experiment)["nodes"],
         code=code_version("train.py"),
     script:
         "../workflow_scripts/train.py"
@@ -40,7 +42,7 @@ rule average:
     conda:
         "envs/aiayn.yaml"
     params:
-        last=lambda wildcards: experiment_entry(wildcards.experiment)["train"][
+        last=lambda wildcards: plan.experiment_entry(wildcards.experiment)["train"][
             "average_last"
         ],
         code=code_version("average.py"),

@@ -1,0 +1,97 @@
+"""The workflow's plan of a config (aiayn.plan): the entries, names and file lists the rules ask
+for, on the shipped config and presets, without Snakemake running."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from aiayn.errors import InputError
+from aiayn.plan import FIGURES, Plan
+from aiayn.workflow_config import load_config
+from tests.conftest import PROJECT
+
+
+@pytest.fixture(scope="module")
+def default() -> dict:
+    return load_config(PROJECT)
+
+
+@pytest.fixture(scope="module")
+def with_parser() -> dict:
+    """The default config with the parsing preset on top: both kinds of experiment."""
+    config = load_config(PROJECT)
+    parsing = load_config(PROJECT, [PROJECT / "configs/parsing.yaml"])
+    config["datasets"].update(parsing["datasets"])
+    config["experiments"] += parsing["experiments"]
+    return config
+
+
+def test_datasets_sides_and_sources(default):
+    plan = Plan(default)
+    assert plan.dataset_pair("toy") == "en-de"
+    assert plan.split_sides("bin", "toy", "dev", (".bin",)) == [
+        "data/toy/bin/dev.en-de.en.bin",
+        "data/toy/bin/dev.en-de.de.bin",
+    ]
+    assert plan.split_source("toy", "test")["seed"] == 3
+    with pytest.raises(ValueError, match=r"dataset 'toy' has no split 'valid' \(splits: "):
+        plan.split_source("toy", "valid")
+    with pytest.raises(ValueError, match=r"dataset 'wmt' is not defined .*defined: \['toy'\]"):
+        plan.dataset_entry("wmt")
+
+
+def test_prepared_data_are_the_bpe_model_and_every_binarized_split(default):
+    files = Plan(default).prepared_data_files()
+    assert files[0] == "data/toy/spm/bpe.model"
+    assert len(files) == 1 + 3 * 4  # train, dev, test: two sides, .bin and .idx
+
+
+def test_each_experiment_scores_averaged_dev_and_test_and_the_last_checkpoint_on_dev(default):
+    plan = Plan(default)
+    assert plan.experiment_names()[0] == "tiny" and len(plan.experiment_names()) == 4
+    assert plan.scored_decodes("tiny") == [
+        ("averaged", "dev"),
+        ("averaged", "test"),
+        ("last", "dev"),
+    ]
+    assert plan.score_files("last", ["tiny"]) == ["results/scores/tiny/last/dev.json"]
+    assert len(plan.score_files()) == len(plan.translation_files()) == 4 * 3
+    assert plan.baseline_of("tiny_one_head") == plan.baseline_of("tiny") == "tiny"
+
+
+def test_parsers_and_translators_are_told_apart_and_reported_in_their_own_tables(with_parser):
+    plan = Plan(with_parser)
+    assert plan.treebank_datasets() == ["ptb_sample"]
+    assert plan.parsing_experiments() == ["parser_sample"]
+    assert "parser_sample" not in plan.translation_experiments()
+    files = plan.report_files()
+    assert "results/tables/table4.md" in files and "results/tables/table2.md" in files
+    assert all(f"results/figures/{figure}.pdf" in files for figure in FIGURES)
+    assert plan.reported_experiments("params") == []
+    inputs = plan.report_inputs("table4")
+    assert inputs["scores"] == [
+        "results/scores/parser_sample/averaged/dev.json",
+        "results/scores/parser_sample/averaged/test.json",
+    ]
+    assert inputs["train_records"] == ["data/ptb_sample/clean/train.en-ptb.json"]
+    assert set(plan.vocabulary_sizes()) == {"toy"}  # the parser's vocabulary is not counted
+
+
+def test_a_dataset_mixing_treebank_and_text_splits_is_refused(with_parser):
+    config = copy.deepcopy(with_parser)
+    config["datasets"]["ptb_sample"]["splits"]["dev"] = {"source": "toy", "size": 5, "seed": 1}
+    with pytest.raises(ValueError, match="mixes `ptb` splits with \\['toy'\\] ones"):
+        Plan(config).treebank_datasets()
+
+
+def test_check_experiments_names_duplicates_and_an_unknown_baseline(default):
+    config = copy.deepcopy(default)
+    config["experiments"].append(copy.deepcopy(config["experiments"][0]))
+    with pytest.raises(InputError, match="experiment names must be unique"):
+        Plan(config).check_experiments()
+    config = copy.deepcopy(default)
+    config["report"]["baseline"] = "tinny"
+    with pytest.raises(InputError, match="report.baseline 'tinny' is not an experiment"):
+        Plan(config).check_experiments()
