@@ -3,6 +3,7 @@ Translation itself is tested on the default run's model in tests/test_workflow_t
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -76,9 +77,13 @@ def test_a_wheel_installed_into_a_fresh_environment_works_outside_a_checkout(tmp
     """`pip install .` (not editable) must give a working package: it reads its defaults from
     the schema it carries, not from a checkout's schemas/. The fresh environment sees the
     installed dependencies (--system-site-packages) but gets the wheel's aiayn first."""
+    source = tmp_path / "source"  # built from a copy: setuptools writes build/ beside it
+    shutil.copytree(PROJECT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(PROJECT / name, source / name)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist")]
-    subprocess.run([*build, str(PROJECT)], check=True)
+    subprocess.run([*build, str(source)], check=True)
     [wheel] = (tmp_path / "dist").glob("aiayn-*.whl")
     venv = tmp_path / "fresh"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
