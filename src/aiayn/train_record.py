@@ -1,0 +1,143 @@
+"""What training writes besides checkpoints: train.jsonl (a line per logging window and per dev
+evaluation) and train.json, the run's summary that averaging, decoding and the report read.
+Only rank 0 writes; every rank takes part in the sums over processes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from aiayn import paths
+from aiayn.engine import compiled_graphs, ranks_agree
+from aiayn.flops import device_name, sustained_tflops
+from aiayn.textio import atomic_output
+
+if TYPE_CHECKING:
+    from aiayn.train import Trainer
+
+log = logging.getLogger("aiayn.train")
+
+
+@dataclass
+class LogWindow:
+    """This rank's sums over the steps since the last log line, for the next one."""
+
+    loss: float = 0.0
+    nll: float = 0.0
+    tokens: float = 0.0
+    start: float = field(default_factory=time.monotonic)
+
+    def add(self, loss: float, nll: float, tokens: float) -> None:
+        self.loss, self.nll, self.tokens = self.loss + loss, self.nll + nll, self.tokens + tokens
+
+
+class TrainLog:
+    """runs/{experiment}/train.jsonl, which the loss-curve figure and Table 3's perplexity read."""
+
+    def __init__(self, path: Path, rank: int, all_reduce: Callable[[list[float]], list[float]]):
+        self.path, self.rank, self.all_reduce = path, rank, all_reduce
+
+    def append(self, record: dict) -> None:
+        if self.rank == 0:
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+    def window(self, window: LogWindow, engine, state: dict) -> None:
+        """The training loss, perplexity, rate and learning rate over the window's steps."""
+        loss, nll, tokens = self.all_reduce([window.loss, window.nll, window.tokens])
+        elapsed = time.monotonic() - window.start
+        grad_norm = engine.get_global_grad_norm()
+        record = {
+            "step": state["step"],
+            "loss": loss / tokens,
+            "nll": nll / tokens,
+            "ppl": math.exp(min(nll / tokens, 50.0)),
+            "lr": engine.lr_scheduler.get_last_lr()[0],
+            "target_tokens_per_s": tokens / elapsed if elapsed > 0 else None,
+            "grad_norm": float(grad_norm) if grad_norm is not None else None,
+            "epoch": state["epoch"],
+            "seconds": round(state["seconds"], 2),
+        }
+        self.append(record)
+        if self.rank == 0:
+            log.info("step %(step)d loss %(loss).4f ppl %(ppl).2f lr %(lr).3g", record)
+
+    def forget_after(self, step: int) -> None:
+        """Drop the lines logged after a checkpoint the run resumes from."""
+        if self.rank == 0 and self.path.exists():
+            kept = [
+                line
+                for line in self.path.read_text().splitlines()
+                if json.loads(line)["step"] <= step
+            ]
+            self.path.write_text("".join(line + "\n" for line in kept))
+
+
+def gradient_dtypes(engine) -> dict:
+    """Where a step's gradients are summed: over accumulated batches, over processes."""
+    _, accumulation = engine.get_data_types()
+    return {
+        "accumulation": str(accumulation).removeprefix("torch."),
+        "communication": str(engine.communication_data_type).removeprefix("torch."),
+    }
+
+
+def step_fill(state: dict, tokens_per_step: int) -> dict:
+    """Mean real tokens per step on each side (the paper's ~25000 each), and the padding:
+    padded positions computed over real ones (1.0 is none)."""
+    steps = max(state["step"], 1)
+    real = {side: state.get(f"{side}_tokens", 0) for side in ("source", "target")}
+    padded = {side: state.get(f"padded_{side}_tokens", 0) for side in ("source", "target")}
+    return {
+        "tokens_per_step": tokens_per_step,
+        "real_tokens_per_step": {side: round(real[side] / steps, 1) for side in real},
+        "padded_over_real": {
+            side: round(padded[side] / real[side], 4) if real[side] and padded[side] else None
+            for side in real
+        },
+    }
+
+
+def write_summary(trainer: Trainer, dev: dict) -> dict:
+    """train.json: what the run did, on what, at what cost, and its last dev loss."""
+    state, settings, device = trainer.state, trainer.settings, trainer.device
+    weights = trainer.folder.weights_to_average()
+    summary = {
+        "experiment": trainer.exp.name,
+        "steps": state["step"],
+        "ended_by": "max_steps" if state["step"] >= settings.max_steps else "max_minutes",
+        "epochs": state["epoch"],
+        "target_tokens": state["target_tokens"],
+        **step_fill(state, settings.tokens_per_step),
+        "seconds": round(state["seconds"], 2),
+        "processes": trainer.world,
+        "accumulation": trainer.accumulation,
+        "real_tokens_per_batch": trainer.batch_tokens,  # each batch's share of the step
+        "padded_tokens_per_batch": settings.tokens_per_batch,  # the memory limit
+        "precision": "bf16" if trainer.bf16 else "fp32",
+        "gradient_dtypes": gradient_dtypes(trainer.engine),
+        "compiled_graphs": compiled_graphs() if settings.compile else None,
+        "device": str(device),
+        "device_name": device_name(device),
+        # Table 2: the paper's way costs with fp32 (TF32 off); bf16 beside it, labelled.
+        "device_tflops_fp32": sustained_tflops(device, torch.float32),
+        "device_tflops_bf16": sustained_tflops(device, torch.bfloat16) if trainer.bf16 else None,
+        "train_flops": state["train_flops"],
+        "ranks_agree": ranks_agree(trainer.engine.module, trainer.world, device),
+        "final_weights": str(weights[-1]) if weights else None,
+        "average_weights": [str(p) for p in weights],
+        **dev,
+    }
+    if trainer.rank == 0:
+        with atomic_output(trainer.exp.run_dir / paths.TRAIN_SUMMARY) as handle:
+            json.dump(summary, handle, indent=2)
+    return summary

@@ -1,0 +1,126 @@
+"""One optimizer step over `accumulation` batches, and the dev loss.
+
+The loss is the label-smoothed cross-entropy summed over the step's target tokens on all
+processes and divided by their number, so the gradient does not depend on how the tokens were
+split. Each step also carries the processes' votes (save now, last step, stop), because every
+rank must take the same decision at the same step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from aiayn.batching import collate
+from aiayn.flops import training_flops
+from aiayn.loader import BatchStream
+from aiayn.loss import label_smoothed_loss
+from aiayn.model_config import TransformerConfig
+from aiayn.train_batches import TrainingBatches
+from aiayn.train_settings import TrainSettings
+
+VOTES = ("save", "last", "stop")
+
+
+class Diverged(Exception):
+    """The loss is no longer a finite number; the step's weights were not saved."""
+
+
+class Steps:
+    def __init__(
+        self,
+        engine,
+        data: BatchStream,
+        model: TransformerConfig,
+        settings: TrainSettings,
+        accumulation: int,
+        all_reduce: Callable[[list[float]], list[float]],
+        rank: int,
+        world: int,
+        device: torch.device,
+    ):
+        self.engine, self.data, self.model, self.settings = engine, data, model, settings
+        self.accumulation, self.all_reduce = accumulation, all_reduce
+        self.rank, self.world, self.device = rank, world, device
+
+    def step(
+        self, state: dict, votes: dict[str, bool], newest: Callable[[], object]
+    ) -> tuple[float, float, float, dict[str, bool]]:
+        """One optimizer step: updates `state`'s counters, returns this rank's loss and nll sums,
+        its target tokens and the votes as all ranks decided them. `newest()` names the
+        checkpoint a divergence keeps."""
+        batches = self.data.take(self.accumulation)
+        state["epoch"], state["batch"] = self.data.position
+        local_tokens = sum(b.target_tokens for b in batches)
+        local_flops = sum(
+            training_flops(self.model, *b.source.shape, b.target_in.size(1)) for b in batches
+        )
+        total_tokens, total_flops, source_tokens, padded_source, padded_target, *voted = (
+            self.all_reduce(
+                [
+                    local_tokens,
+                    local_flops,
+                    sum(b.source_tokens for b in batches),
+                    sum(b.source.numel() for b in batches),
+                    sum(b.target_out.numel() for b in batches),
+                    *(float(votes[name]) for name in VOTES),
+                ]
+            )
+        )
+        sums = []
+        for batch in batches:
+            batch = batch.to(self.device)
+            logits = self.engine(batch.source, batch.target_in)
+            loss, nll = label_smoothed_loss(logits, batch.target_out, self.settings.label_smoothing)
+            # DeepSpeed averages gradients over ranks: * world makes it a sum over all tokens.
+            self.engine.backward(loss * (self.world / total_tokens), scale_wrt_gas=False)
+            self.engine.step()
+            sums.append(torch.stack([loss.detach(), nll.detach()]).double())
+        # The step's kernels are queued: prepare the next step's batches while they run, then
+        # read the losses back once (reading each batch's would stall the queue).
+        self.data.prepare(self.accumulation)
+        loss_total, nll_total = torch.stack(sums).sum(0).tolist()
+        if not math.isfinite(loss_total + nll_total):
+            raise Diverged(
+                f"training diverged: the loss of step {state['step'] + 1} is "
+                f"{loss_total + nll_total} (rank {self.rank}). Nothing of it was "
+                f"saved; the newest checkpoint ({newest() or 'none yet'}) is kept. The same "
+                "settings diverge again: lower train.lr_scale or raise train.warmup_steps (either "
+                "starts the run afresh and moves its checkpoints to superseded/), or train with "
+                "train.precision: fp32."
+            )
+        state["step"] += 1
+        state["target_tokens"] += int(total_tokens)
+        state["source_tokens"] += int(source_tokens)
+        state["padded_source_tokens"] += int(padded_source)
+        state["padded_target_tokens"] += int(padded_target)
+        state["train_flops"] += int(total_flops)  # all processes, padded shapes (flops.py)
+        decided = {name: vote > 0 for name, vote in zip(VOTES, voted, strict=True)}
+        return loss_total, nll_total, local_tokens, decided
+
+    @torch.no_grad()
+    def evaluate(self, batches: TrainingBatches) -> dict:
+        """The dev loss, nll and perplexity per target token, over all processes."""
+        self.engine.eval()
+        sums, tokens = torch.zeros(2, dtype=torch.float64, device=self.device), 0
+        for indices in batches.dev[self.rank :: self.world]:
+            batch = collate(
+                batches.dev_source, batches.dev_target, indices, self.settings.pad_to_multiple
+            ).to(self.device)
+            loss, nll = label_smoothed_loss(
+                self.engine(batch.source, batch.target_in),
+                batch.target_out,
+                self.settings.label_smoothing,
+            )
+            sums += torch.stack([loss, nll]).double()  # read back once, after the last batch
+            tokens += batch.target_tokens
+        self.engine.train()
+        loss_sum, nll_sum = sums.tolist()
+        loss_sum, nll_sum, tokens = self.all_reduce([loss_sum, nll_sum, tokens])
+        return {
+            "dev_loss": loss_sum / tokens,
+            "dev_nll": nll_sum / tokens,
+            "dev_ppl": math.exp(nll_sum / tokens),
+        }
