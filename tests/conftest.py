@@ -42,24 +42,81 @@ def slurm_missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session", autouse=True)
-def slurm_controller():
-    """The test cluster, up for the whole session wherever SLURM is installed.
+SLURM_STARTED_HERE = pytest.StashKey[bool]()
+
+
+def is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Bring up the test cluster once, in the process that runs or distributes the tests.
 
     The SLURM tests submit to it, and every other snakemake run needs its controller to answer:
     snakemake's slurm plugin runs `scontrol show config` when it loads, whatever the executor,
     and with SLURM installed but no controller that call waits about 9 s before it fails, at
-    every snakemake start. Yields up.sh's result (None where SLURM cannot run here); the SLURM
-    tests' own fixture decides what a failed start means. A cluster that was up already (another
-    pytest session's) is left running.
+    every snakemake start. With pytest-xdist the workers start after this hook and inherit what
+    it learnt through the environment (AIAYN_SLURM_UP: up.sh's exit status, AIAYN_SLURM_UP_ERR:
+    what it printed on failure); only this process stops the cluster, at the very end, so that
+    no worker takes it down under another. A cluster that was up already (another pytest run's)
+    is left running.
     """
-    if slurm_missing():
-        yield None
+    if is_xdist_worker(config) or slurm_missing() or "AIAYN_SLURM_UP" in os.environ:
         return
     started = subprocess.run([SLURM_SCRIPTS / "up.sh"], capture_output=True, text=True)
-    yield started
-    if "already up" not in started.stdout:
+    os.environ["AIAYN_SLURM_UP"] = str(started.returncode)
+    os.environ["AIAYN_SLURM_UP_ERR"] = started.stderr[-4000:]
+    config.stash[SLURM_STARTED_HERE] = "already up" not in started.stdout
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config.stash.get(SLURM_STARTED_HERE, False):
         subprocess.run([SLURM_SCRIPTS / "down.sh"], capture_output=True, check=False)
+
+
+@pytest.fixture(scope="session")
+def slurm_controller() -> subprocess.CompletedProcess | None:
+    """up.sh's result from pytest_configure (None where SLURM cannot run here); the SLURM tests'
+    own fixture decides what a failed start means."""
+    if "AIAYN_SLURM_UP" not in os.environ:
+        return None
+    return subprocess.CompletedProcess(
+        ["up.sh"], int(os.environ["AIAYN_SLURM_UP"]), "", os.environ.get("AIAYN_SLURM_UP_ERR", "")
+    )
+
+
+# The expensive runs that several tests read (module fixtures): pytest-xdist sends the tests
+# that share one to the same worker (`xdist_group`), so that it is built once.
+SHARED_RUNS = ("default_run", "multi30k_run", "wmt14_sample_run", "parsing_run")
+
+# About how many minutes each heavy test, or each group of tests sharing a run, takes on the
+# 2-core CI machine with both workers busy (pytest --durations; docs/development.md). The suite
+# starts the longest first, so that the two workers run out of work at about the same time.
+MINUTES = {
+    "parsing_run": 9,
+    "test_every_rule_of_the_default_pipeline_runs_through_slurm": 6,
+    "test_kill_9_at_seeded_points_of_every_stage_then_recovery_gives_the_same_outputs": 6,
+    "wmt14_sample_run": 6,
+    "default_run": 5,
+    "multi30k_run": 4,
+}
+
+
+def work_unit(item: pytest.Item) -> str:
+    """The shared run an item reads, or the item's own function name."""
+    own = getattr(item, "originalname", item.name)
+    return next((run for run in SHARED_RUNS if run in item.fixturenames), own)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the groups into node ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    minutes = {}
+    for item in items:
+        unit = work_unit(item)
+        if unit in SHARED_RUNS:
+            item.add_marker(pytest.mark.xdist_group(unit))
+        minutes[item.nodeid] = MINUTES.get(unit, 0)
+    items.sort(key=lambda item: -minutes[item.nodeid])  # stable: collection order otherwise
 
 
 def shared(*parts: str) -> Path:
