@@ -14,26 +14,18 @@ keeps its best of --repeats passes. Prints one JSON line; --save writes it under
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import benchlib
 import numpy as np
 import torch
+from train_throughput import binarized, synthetic_corpus
 
-PROJECT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT / "src"))
-sys.path.insert(0, str(PROJECT / "bench"))
-
-import provenance  # noqa: E402
-from train_throughput import binarized, synthetic_corpus  # noqa: E402
-
-from aiayn.batching import Batch, collate, round_up, token_batches  # noqa: E402
-from aiayn.binarize import IndexedDataset  # noqa: E402
-from aiayn.flops import device_name  # noqa: E402
-from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
+from aiayn.batching import Batch, collate, round_up, token_batches
+from aiayn.binarize import IndexedDataset
+from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
 def sentence_by_sentence(source_data, target_data, indices, pad_to: int) -> Batch:
@@ -94,8 +86,8 @@ def main() -> None:
         baseline = best_ms_per_batch(sentence_by_sentence, data, batches, args.repeats)
     record = {
         "bench": "collate_speed",
-        "device": device_name(torch.device("cpu")),
-        **provenance.stamp(),
+        "device": benchlib.device_name(),
+        **benchlib.stamp(),
         "tokens_per_batch": args.tokens,
         "batches": len(batches),
         "pairs_per_batch": round(float(np.mean([len(b) for b in batches])), 1),
@@ -104,9 +96,7 @@ def main() -> None:
         "sentence_by_sentence_ms_per_batch": round(baseline, 3),
         "speedup": round(baseline / ours, 1),
     }
-    print(json.dumps(record))
-    if args.save:
-        provenance.save(record, "cpu")
+    benchlib.finish(record, "cpu", args.save)
 
 
 if __name__ == "__main__":

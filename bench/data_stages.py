@@ -13,18 +13,11 @@ its peak RSS is its own. Prints one JSON line; with --save, also writes it under
 from __future__ import annotations
 
 import argparse
-import json
-import resource
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT / "src"))
-
-import provenance  # noqa: E402
+import benchlib
 
 from aiayn.binarize import binarize_file, encode_lines  # noqa: E402
 from aiayn.data.toy import ToyGrammar  # noqa: E402
@@ -44,10 +37,12 @@ BINARIZE_METHODS = ("streaming", "naive")
 
 
 def measure(
-    method: str, model: str, text: str, prefix: str, threads: int, vocab_size: int, sample: int
+    method: str, model: str, text: str, prefix: str, threads: str, vocab_size: str, sample: str
 ) -> dict:
-    """Runs in the child: one BPE training or binarization, timed, with this process's peak RSS."""
+    """Runs in the child: one BPE training or binarization, timed (benchlib adds the peak RSS)."""
     import numpy as np
+
+    threads, vocab_size, sample = int(threads), int(vocab_size), int(sample)
 
     start = time.perf_counter()
     if method in BPE_METHODS:
@@ -65,35 +60,7 @@ def measure(
         ]
         np.save(prefix + ".npy", np.concatenate(sentences))
         np.save(prefix + ".lengths.npy", np.array([len(s) for s in sentences]))
-    seconds = time.perf_counter() - start
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    return {"seconds": round(seconds, 3), "peak_rss_mib": round(peak_kib / 1024, 1)}
-
-
-def in_child(method: str, model: Path, text: Path, prefix: Path, args) -> dict:
-    args = [
-        sys.executable,
-        __file__,
-        "--child",
-        method,
-        str(model),
-        str(text),
-        str(prefix),
-        str(args.threads),
-        str(args.vocab_size),
-        str(args.bpe_sample),
-    ]
-    result = subprocess.run(args, capture_output=True, text=True, check=True)
-    return json.loads(result.stdout)
-
-
-def cpu_name() -> str:
-    """Imported here, not at the top: torch would add its own memory to every child's peak RSS."""
-    import torch
-
-    from aiayn.flops import device_name
-
-    return device_name(torch.device("cpu"))
+    return {"seconds": round(time.perf_counter() - start, 3)}  # without starting the process
 
 
 def main() -> None:
@@ -122,14 +89,17 @@ def main() -> None:
                 model = tmp / f"bpe{size}.model"  # written by bpe_sampled, read by binarizing
                 if method == "bpe_all_lines":
                     model = tmp / f"bpe_all{size}.model"
-                figures = in_child(method, model, text, tmp / f"{method}{size}", args)
+                prefix, sizes = tmp / f"{method}{size}", (args.vocab_size, args.bpe_sample)
+                figures = benchlib.in_child(
+                    __file__, method, model, text, prefix, args.threads, *sizes
+                )
                 row[method] = {**figures, "lines_per_s": round(size / figures["seconds"])}
             results.append(row)
     smallest, largest = results[0], results[-1]
     record = {
         "bench": "data_stages",
-        "device": cpu_name(),
-        **provenance.stamp(),
+        "device": benchlib.device_name(),
+        **benchlib.stamp(),
         "threads": args.threads,
         "results": results,
         # How peak memory grows from the smallest to the largest corpus (1.0 = flat).
@@ -138,13 +108,8 @@ def main() -> None:
             for method in (*BPE_METHODS, *BINARIZE_METHODS)
         },
     }
-    print(json.dumps(record))
-    if args.save:
-        provenance.save(record, "cpu")
+    benchlib.finish(record, "cpu", args.save)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        print(json.dumps(measure(*sys.argv[2:6], *(int(value) for value in sys.argv[6:9]))))
-    else:
-        main()
+    benchlib.child_main(measure, main)

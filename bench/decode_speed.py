@@ -25,33 +25,25 @@ case). Prints one JSON line; --save writes it under bench/results/.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
 
+import ab
+import benchlib
+import marian
 import numpy as np
 import sentencepiece as spm
 import torch
 
-PROJECT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT / "src"))
+from aiayn.decode import default_drop_every
+from aiayn.decode_settings import DecodeSettings
+from aiayn.model import Transformer
+from aiayn.model_config import build_config
+from aiayn.subword import SubwordSettings, train_bpe
+from aiayn.translate import autocast, load_model, pick_device, translate
 
-from aiayn.decode import default_drop_every  # noqa: E402
-from aiayn.decode_settings import DecodeSettings  # noqa: E402
-from aiayn.flops import device_name  # noqa: E402
-from aiayn.model import Transformer  # noqa: E402
-from aiayn.model_config import build_config  # noqa: E402
-from aiayn.subword import SubwordSettings, train_bpe  # noqa: E402
-from aiayn.translate import autocast, load_model, pick_device, translate  # noqa: E402
-
-sys.path.insert(0, str(PROJECT / "bench"))
-import ab  # noqa: E402
-import marian  # noqa: E402
-import profiling  # noqa: E402
-import provenance  # noqa: E402
-
-NEWSTEST2014 = PROJECT.parent / "shared/data/wmt14_newstest/full/newstest2014.en-de.en"
+NEWSTEST2014 = benchlib.PROJECT.parent / "shared/data/wmt14_newstest/full/newstest2014.en-de.en"
 
 
 def model_and_subword(args, device, workdir: Path):
@@ -81,7 +73,7 @@ def write_profile(model, sentences, settings, path: Path) -> None:
     batches), the operators ranked by their own time on the device (CPU time on a CPU)."""
     cuda = next(model.parameters()).is_cuda
     longest = sorted(sentences, key=len, reverse=True)[: max(1, len(sentences) // 10)]
-    table = profiling.profiler_table(
+    table = benchlib.profiler_table(
         lambda: translate(model, longest, settings, incremental=True, desc="profile"), cuda
     )
     path.write_text(f"{len(longest)} longest sentences, {table}")
@@ -201,8 +193,8 @@ def main() -> None:
         write_profile(model, sentences, settings, args.profile)
     record = {
         "bench": "decode_speed",
-        "device": device_name(device),
-        **provenance.stamp(),
+        "device": benchlib.device_name(device),
+        **benchlib.stamp(),
         "model": args.weights or f"{args.preset} (random initialisation, vocabulary {args.vocab})",
         "source": f"{args.source.name}, {len(sentences)} sentences",
         "beam": args.beam,
@@ -215,12 +207,7 @@ def main() -> None:
         **peer_figures(ours, ours_figures, peer),
         **ab_figures,
     }
-    print(json.dumps(record))
-    if args.out:
-        args.out.write_text(json.dumps(record) + "\n")
-    if args.save:
-        kind = "gpu" if device.type == "cuda" else "cpu"
-        provenance.save(record, kind)
+    benchlib.finish(record, benchlib.device_kind(device), args.save, args.out)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import re
 import subprocess
@@ -22,10 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT / "src"))
+import benchlib
 
-import provenance  # noqa: E402
+PROJECT = benchlib.PROJECT
 
 
 def stage_figures(benchmarks: Path) -> dict:
@@ -92,22 +90,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         all_cores = run_workflow("all", args.config_file.resolve(), Path(scratch))
         one_core = run_workflow("1", args.config_file.resolve(), Path(scratch))
-    import torch  # only after the runs, and only for the device's name
-
-    from aiayn.flops import device_name
-
     record = {
         "bench": "default_workflow",
-        "device": device_name(torch.device("cpu")),
-        **provenance.stamp(),
+        "device": benchlib.device_name(),  # imports torch: only after the runs
+        **benchlib.stamp(),
         "config": config_name(args.config_file),
         "all_cores": all_cores,
         "one_core": one_core,
         "speedup": round(one_core["seconds"] / all_cores["seconds"], 2),
     }
-    print(json.dumps(record))
-    if args.save:
-        provenance.save(record, "cpu")
+    benchlib.finish(record, "cpu", args.save)
 
 
 if __name__ == "__main__":

@@ -36,9 +36,9 @@ import time
 import tomllib
 from pathlib import Path
 
-import provenance  # bench/, beside this script
+import benchlib  # bench/, beside this script
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = benchlib.PROJECT
 PACK = PROJECT / ".device"
 SHARED_DATA = Path(os.environ.get("AIAYN_SHARED_DATA", PROJECT.parent / "shared" / "data"))
 PARTS = ("device", "decode", "train", "multi30k")
@@ -199,7 +199,7 @@ def pack(args) -> None:
         log(f"pack: built here from source: {', '.join(built) or 'none'}")
         lines = [f"{name}=={version}" for name, version in sorted(pins.items())]
         (args.folder / "requirements.txt").write_text("\n".join(lines) + "\n")
-    commit = provenance.tree_commit()
+    commit = benchlib.tree_commit()
     if commit.endswith("-dirty"):
         log("pack: the tree differs from its commit; commit first, or the figures say -dirty")
     (args.folder / "commit").write_text(commit + "\n")
@@ -427,7 +427,7 @@ def multi30k_part(args, deadline: float) -> str:
         "configs/multi30k_gpu.yaml --config 'datasets={multi30k: {root: DIR}}'",
         "status": status,
         "snakemake_wall_seconds_from_scratch": round(time.monotonic() - start, 1),
-        "commit": part_env().get("AIAYN_COPIED_FROM_COMMIT") or provenance.tree_commit(),
+        "commit": part_env().get("AIAYN_COPIED_FROM_COMMIT") or benchlib.tree_commit(),
         "date": time.strftime("%Y-%m-%d"),
         "experiments": multi30k_figures(work),
     }
@@ -512,34 +512,24 @@ def matmul_tflops(dtype, size: int, device, tf32: bool = False, repeats: int = 1
     b = torch.randn(size, size, device=device, dtype=dtype)
     for _ in range(3):
         a @ b
-    synchronize(device)
+    benchlib.synchronize(device)
     began = time.perf_counter()
     for _ in range(repeats):
         a @ b
-    synchronize(device)
+    benchlib.synchronize(device)
     return round(2 * size**3 * repeats / (time.perf_counter() - began) / 1e12, 2)
-
-
-def synchronize(device) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def measure_device(args) -> None:
     """What the figures were taken on, and the rates MFU can be measured against."""
     import torch
 
-    sys.path.insert(0, str(PROJECT / "src"))
-    from aiayn.flops import device_name
-
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     size = 512 if args.smoke else 8192
     record = {
         "bench": "device",
-        "device": device_name(device),
-        **provenance.stamp(),
+        "device": benchlib.device_name(device),
+        **benchlib.stamp(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None,

@@ -30,11 +30,7 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT / "src"))
-
-import provenance  # noqa: E402
-from data_stages import cpu_name  # noqa: E402
+import benchlib
 
 ALPHAS = (0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 2.0)
 
@@ -201,14 +197,12 @@ def main() -> None:
         where["settings"] = replace(where["settings"], alpha=args.alpha)
     record = {
         "bench": "short_outputs",
-        "device": cpu_name(),
-        **provenance.stamp(),
+        "device": benchlib.device_name(),
+        **benchlib.stamp(),
         "experiment": args.experiment,
         **measure(where, args.alphas),
     }
-    print(json.dumps(record))
-    if args.save:
-        provenance.save(record, "cpu")
+    benchlib.finish(record, "cpu", args.save)
 
 
 if __name__ == "__main__":

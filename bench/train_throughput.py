@@ -23,36 +23,28 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import math
-import sys
 import tempfile
-import time
 from pathlib import Path
 
+import benchlib
+import marian
 import numpy as np
 import torch
 import torch.nn.functional as F
+from benchlib import measure
 
-PROJECT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT / "src"))
-
-from aiayn.batching import collate, step_plan, token_batches  # noqa: E402
-from aiayn.binarize import write_indexed  # noqa: E402
-from aiayn.flops import device_name, training_flops  # noqa: E402
-from aiayn.loader import BatchStream  # noqa: E402
-from aiayn.loss import label_smoothed_loss  # noqa: E402
-from aiayn.model import Transformer, sinusoidal_positions  # noqa: E402
-from aiayn.model_config import build_config  # noqa: E402
-from aiayn.train import Trainer  # noqa: E402
-from aiayn.train_settings import Experiment, TrainSettings  # noqa: E402
-from aiayn.translate import autocast  # noqa: E402
-from aiayn.vocab import PAD_ID  # noqa: E402
-
-sys.path.insert(0, str(PROJECT / "bench"))
-import marian  # noqa: E402
-import profiling  # noqa: E402
-import provenance  # noqa: E402
+from aiayn.batching import collate, step_plan, token_batches
+from aiayn.binarize import write_indexed
+from aiayn.flops import training_flops
+from aiayn.loader import BatchStream
+from aiayn.loss import label_smoothed_loss
+from aiayn.model import Transformer, sinusoidal_positions
+from aiayn.model_config import build_config
+from aiayn.train import Trainer
+from aiayn.train_settings import Experiment, TrainSettings
+from aiayn.translate import autocast
+from aiayn.vocab import PAD_ID
 
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense bf16
 
@@ -76,19 +68,6 @@ def flops_per_step(config, batches) -> float:
         target_lengths = (batch.target_out != PAD_ID).sum(1).double()
         total += training_flops(config, 1, source_lengths, target_lengths).sum().item()
     return total
-
-
-def measure(step_fn, steps: int, warmup: int, device) -> float:
-    for _ in range(warmup):
-        step_fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    start, tokens = time.perf_counter(), 0
-    for _ in range(steps):
-        tokens += step_fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return tokens / (time.perf_counter() - start)
 
 
 def bench_settings(args, compile: bool = False) -> TrainSettings:
@@ -157,7 +136,7 @@ def append_profile(step, config, args, device, path: Path) -> None:
     for _ in range(args.warmup):
         step()
     cuda = device.type == "cuda"
-    table = profiling.profiler_table(lambda: [step() for _ in range(args.steps)], cuda)
+    table = benchlib.profiler_table(lambda: [step() for _ in range(args.steps)], cuda)
     heading = (
         f"{config.n_layers}+{config.n_layers} layers, d_model {config.d_model}: "
         f"{args.steps} steps of {args.tokens} target tokens, "
@@ -347,7 +326,7 @@ def main() -> None:
     from aiayn.engine import init_process
 
     _, _, device = init_process()
-    name = device_name(device)
+    name = benchlib.device_name(device)
     peak = next((value for key, value in PEAK_TFLOPS.items() if key in name), None)
     corpus = synthetic_corpus(args.pairs, args.vocab)
     results = []
@@ -384,16 +363,11 @@ def main() -> None:
         "device": name,
         "peak_tflops": peak,
         "measured_peak_tflops": args.measured_peak_tflops,
-        **provenance.stamp(),
+        **benchlib.stamp(),
         "steps": args.steps,
         "results": results,
     }
-    print(json.dumps(record))
-    if args.out:
-        args.out.write_text(json.dumps(record) + "\n")
-    if args.save:
-        kind = "gpu" if device.type == "cuda" else "cpu"
-        provenance.save(record, kind)
+    benchlib.finish(record, benchlib.device_kind(device), args.save, args.out)
 
 
 if __name__ == "__main__":

@@ -21,21 +21,15 @@ the hf source streams).
 from __future__ import annotations
 
 import argparse
-import json
-import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import benchlib
 import yaml
 
-PROJECT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT / "src"))
-
-import provenance  # noqa: E402
-from data_stages import cpu_name  # noqa: E402
+PROJECT = benchlib.PROJECT
 
 STAGES = ("download", "clean", "subword", "binarize", "plan_epoch")
 PRESET = PROJECT / "configs" / "wmt14_en_de.yaml"
@@ -116,20 +110,8 @@ def plan_epoch(binary: Path, settings: dict) -> dict:
     }
 
 
-def in_child(stage: str, folder: Path, pairs: int, args) -> dict:
-    command = [sys.executable, __file__, "--child", stage, str(folder), str(pairs)]
-    command += [str(args.threads), str(args.vocab_size)]
-    start = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise SystemExit(f"stage {stage} failed at {pairs} pairs:\n{result.stderr[-3000:]}")
-    return {"seconds": round(time.perf_counter() - start, 2), **json.loads(result.stdout)}
-
-
 def child(stage: str, folder: str, pairs: str, threads: str, vocab_size: str) -> dict:
-    figures = run_stage(stage, Path(folder), int(pairs), int(threads), int(vocab_size))
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    return {"peak_rss_mib": round(peak_kib / 1024, 1), **figures}
+    return run_stage(stage, Path(folder), int(pairs), int(threads), int(vocab_size))
 
 
 def main() -> None:
@@ -146,14 +128,15 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as folder:
             row = {"pairs": pairs}
             for stage in STAGES:
-                row[stage] = in_child(stage, Path(folder), pairs, args)
+                sizes = (pairs, args.threads, args.vocab_size)
+                row[stage] = benchlib.in_child(__file__, stage, folder, *sizes)
                 print(f"{pairs} pairs: {stage} {row[stage]}", file=sys.stderr, flush=True)
             results.append(row)
     smallest, largest = results[0], results[-1]
     record = {
         "bench": "wmt_rehearsal",
-        "device": cpu_name(),
-        **provenance.stamp(),
+        "device": benchlib.device_name(),
+        **benchlib.stamp(),
         "threads": args.threads,
         "preset": str(PRESET.relative_to(PROJECT)),
         "results": results,
@@ -163,13 +146,8 @@ def main() -> None:
             for stage in STAGES
         },
     }
-    print(json.dumps(record))
-    if args.save:
-        provenance.save(record, "cpu")
+    benchlib.finish(record, "cpu", args.save)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        print(json.dumps(child(*sys.argv[2:7])))
-    else:
-        main()
+    benchlib.child_main(child, main)

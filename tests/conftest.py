@@ -61,7 +61,9 @@ def pytest_configure(config: pytest.Config) -> None:
     no worker takes it down under another. A cluster that was up already (another pytest run's)
     is left running.
     """
-    if is_xdist_worker(config) or slurm_missing() or "AIAYN_SLURM_UP" in os.environ:
+    if is_xdist_worker(config) or config.option.collectonly or slurm_missing():
+        return
+    if "AIAYN_SLURM_UP" in os.environ:  # a pytest run inside a test of another
         return
     started = subprocess.run([SLURM_SCRIPTS / "up.sh"], capture_output=True, text=True)
     os.environ["AIAYN_SLURM_UP"] = str(started.returncode)
@@ -85,38 +87,28 @@ def slurm_controller() -> subprocess.CompletedProcess | None:
     )
 
 
-# The expensive runs that several tests read (module fixtures): pytest-xdist sends the tests
-# that share one to the same worker (`xdist_group`), so that it is built once.
-SHARED_RUNS = ("default_run", "multi30k_run", "wmt14_sample_run", "parsing_run")
-
-# About how many minutes each heavy test, or each group of tests sharing a run, takes on the
-# 2-core CI machine with both workers busy (pytest --durations; docs/development.md). The suite
-# starts the longest first, so that the two workers run out of work at about the same time.
+# About how many minutes each heavy test module takes on the 2-core CI machine (pytest
+# --durations, summed per module; docs/development.md). pytest-xdist gives a module's tests to one
+# worker (--dist loadfile), so a module's expensive run (a module fixture: the trained default
+# run, the Multi30k, WMT-sample or treebank run) is built once; the modules start longest first,
+# so that the two workers run out of work at about the same time. A module not listed counts 0.
 MINUTES = {
-    "parsing_run": 9,
-    "test_every_rule_of_the_default_pipeline_runs_through_slurm": 6,
-    "test_kill_9_at_seeded_points_of_every_stage_then_recovery_gives_the_same_outputs": 6,
-    "wmt14_sample_run": 6,
-    "default_run": 5,
-    "multi30k_run": 4,
+    "test_slurm.py": 8,
+    "test_real_parsing.py": 7,
+    "test_workflow_train.py": 5.5,
+    "test_real_wmt14_sample.py": 5,
+    "test_gpu_suite.py": 5,
+    "test_faults.py": 4.5,
+    "test_real_multi30k.py": 4,
+    "test_project.py": 4,
+    "test_train.py": 3,
+    "test_workflow.py": 1,
 }
 
 
-def work_unit(item: pytest.Item) -> str:
-    """The shared run an item reads, or the item's own function name."""
-    own = getattr(item, "originalname", item.name)
-    return next((run for run in SHARED_RUNS if run in item.fixturenames), own)
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the groups into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    minutes = {}
-    for item in items:
-        unit = work_unit(item)
-        if unit in SHARED_RUNS:
-            item.add_marker(pytest.mark.xdist_group(unit))
-        minutes[item.nodeid] = MINUTES.get(unit, 0)
-    items.sort(key=lambda item: -minutes[item.nodeid])  # stable: collection order otherwise
+    """The longest modules first, each module's tests together and in their own order."""
+    items.sort(key=lambda item: -MINUTES.get(item.path.name, 0))  # stable
 
 
 def shared(*parts: str) -> Path:

@@ -61,9 +61,16 @@ def test_smoke_run_takes_every_part_and_collect_files_it(tmp_path):
     assert "aten::" in (out / "decode.prof.txt").read_text()
     train = json.loads((out / "train_throughput.json").read_text())
     assert train["measured_peak_tflops"] == device["bf16_tflops"]
-    row = train["results"][0]
-    assert row["preset"] == "tiny" and row["ours"]["target_tokens_per_s"] > 0
-    assert "mfu_vs_measured_peak" in row["ours"] and row["compile_speedup"] > 0
+    # train_throughput.py at CPU size: ours, eager and compiled, beside both baselines
+    row, ours = train["results"][0], train["results"][0]["ours"]["target_tokens_per_s"]
+    assert row["preset"] == "tiny" and ours > 0 and row["model_flops_per_target_token"] > 0
+    assert "mfu_vs_measured_peak" in row["ours"]
+    compiled = row["ours_compiled"]["target_tokens_per_s"]
+    assert compiled > 0 and row["compile_speedup"] == pytest.approx(compiled / ours, abs=0.01)
+    naive = row["naive_fp32_nn_transformer"]["target_tokens_per_s"]
+    assert naive > 0 and row["speedup"] == pytest.approx(ours / naive, abs=0.01)
+    peer = row["hf_marian"]["target_tokens_per_s"]
+    assert peer > 0 and row["speedup_vs_hf"] == pytest.approx(ours / peer, abs=0.01)
     profile = (out / "train.prof.txt").read_text()  # where our training step's time goes
     assert profile.startswith("2+2 layers, d_model 128: 2 steps of 1000 target tokens, sorted by")
     assert "aten::" in profile

@@ -197,7 +197,7 @@ def test_every_rule_of_the_default_pipeline_runs_through_slurm(slurm_cluster, tm
     listed = run_snakemake(root, "--list-rules").stdout.splitlines()
     rules = {line.split()[0] for line in listed if line and not line[0].isspace()} - {"all"}
     # The parsing rules (Table 4) run only for treebank datasets, which the default has none of;
-    # tests/test_real_data.py runs them on the treebank sample.
+    # tests/test_real_parsing.py runs them on the treebank sample.
     rules -= {"treebank", "score_parse"}
     assert set(jobs) == rules, f"rules not submitted: {rules - set(jobs)}"
     assert (root / "results/tables/table2.md").exists(), output[-5000:]

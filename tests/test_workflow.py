@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from aiayn.binarize import IndexedDataset
 from aiayn.subword import load
-from tests.conftest import PROJECT, edit_config, run_snakemake, shared, stage_sacrebleu_cache
+from tests.conftest import (
+    PROJECT,
+    copy_project,
+    edit_config,
+    run_snakemake,
+    shared,
+    stage_sacrebleu_cache,
+)
 
 pytestmark = pytest.mark.workflow
 
@@ -53,11 +61,21 @@ SPM = {"data/toy/spm/bpe.model", "data/toy/spm/bpe.vocab", "data/toy/spm/bpe.jso
 ALL_SPLITS = ("train", "dev", "test")
 
 
+@pytest.fixture(scope="module")
+def built_once(tmp_path_factory) -> Path:
+    """The default config's data stages, run once for real for the tests of this module."""
+    root = copy_project(tmp_path_factory.mktemp("built") / "project")
+    edit_config(root, lambda c: c.update(experiments=[]))
+    run_snakemake(root)
+    return root
+
+
 @pytest.fixture
-def built(project_copy):
-    """The default config's data stages, run once for real."""
-    run_snakemake(project_copy)
-    return project_copy
+def built(built_once, tmp_path) -> Path:
+    """A test's own copy of that build: the workflow, its outputs and snakemake's records of
+    them (.snakemake/, which name files relative to the project), modification times kept, so
+    that snakemake sees exactly the state the build left."""
+    return Path(shutil.copytree(built_once, tmp_path / "built", symlinks=True))
 
 
 def test_default_run_builds_every_data_stage_for_the_toy_corpus(built):
@@ -242,7 +260,7 @@ def test_real_wmt_data_through_local_and_sacrebleu_sources(project_copy, tmp_pat
 def test_multi30k_preset_with_its_root_pointed_at_local_copies(project_copy):
     """The preset as users run it, with the one-line override tests and offline users need.
 
-    Only its data stages are asked for: its model trains for half an hour (test_real_data runs
+    Only its data stages are asked for: its model trains for half an hour (test_real_multi30k runs
     a CI-sized version of it).
     """
     (project_copy / "config.yaml").write_text((PROJECT / "config.yaml").read_text())

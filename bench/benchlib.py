@@ -1,0 +1,153 @@
+"""What every benchmark shares, in one place: the project's paths (with src/ importable), the
+record's stamp, the machine's name, timing on a device, profiler tables, measuring in a child
+process, and writing the record.
+
+The stamp traces a figure to its code: the commit (with `-dirty` when tracked code differs from
+it, so uncommitted code is never passed off as a commit), the date and the command.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+RESULTS = PROJECT / "bench" / "results"
+if str(PROJECT / "src") not in sys.path:
+    sys.path.insert(0, str(PROJECT / "src"))
+
+
+# ---- the record ---------------------------------------------------------------------------
+
+
+def git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=PROJECT, capture_output=True, text=True)
+
+
+def command() -> str:
+    """How this benchmark was run, from the project root."""
+    script = Path(sys.argv[0]).resolve()
+    if script.is_relative_to(PROJECT):
+        script = script.relative_to(PROJECT)
+    return shlex.join(["python", str(script), *sys.argv[1:]])
+
+
+def stamp() -> dict:
+    today, how = datetime.date.today().isoformat(), command()
+    copied = os.environ.get("AIAYN_COPIED_FROM_COMMIT")
+    if copied:  # a copy of a clean checkout sent to another machine (a GPU): its sender names it
+        return {"commit": f"{copied} (copied tree)", "date": today, "command": how}
+    return {"commit": tree_commit(), "date": today, "command": how}
+
+
+def tree_commit() -> str:
+    """This checkout's short HEAD, with `-dirty` when tracked code differs from it."""
+    head = git("rev-parse", "--short=7", "HEAD").stdout.strip() or "unknown (not a git checkout)"
+    # Figures already written under results/ do not make the code dirty.
+    figures = (":(exclude)bench/results", ":(exclude)results")
+    changed = git("diff", "--quiet", "HEAD", "--", ".", *figures)
+    return head + ("-dirty" if changed.returncode == 1 else "")
+
+
+def save(record: dict, kind: str) -> Path:
+    """Write `record` as bench/results/<bench>-<kind>.json (kind: cpu or gpu)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"{record['bench']}-{kind}.json"
+    out.write_text(json.dumps(record) + "\n")
+    return out
+
+
+def finish(record: dict, kind: str = "cpu", save_it: bool = False, out: Path | None = None):
+    """The benchmark's one JSON line on stdout; also to `out`, and with --save (`save_it`) to
+    bench/results/<bench>-<kind>.json."""
+    print(json.dumps(record))
+    if out is not None:
+        out.write_text(json.dumps(record) + "\n")
+    if save_it:
+        save(record, kind)
+
+
+# ---- the machine --------------------------------------------------------------------------
+
+
+def device_name(device=None) -> str:
+    """The device's name (the CPU's by default), as training records it. torch is imported
+    here, not at the top: it would add its memory to every measuring child's peak RSS."""
+    import torch
+
+    from aiayn.flops import device_name as name_of
+
+    return name_of(device or torch.device("cpu"))
+
+
+def device_kind(device) -> str:
+    return "gpu" if device.type == "cuda" else "cpu"
+
+
+def synchronize(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure(step: Callable[[], int], steps: int, warmup: int, device) -> float:
+    """Units per second of `step()` (which returns how many it did) over `steps` timed calls
+    after `warmup` untimed ones, the device's queue drained on both sides."""
+    for _ in range(warmup):
+        step()
+    synchronize(device)
+    start, done = time.perf_counter(), 0
+    for _ in range(steps):
+        done += step()
+    synchronize(device)
+    return done / (time.perf_counter() - start)
+
+
+def profiler_table(run: Callable[[], object], cuda: bool, row_limit: int = 30) -> str:
+    """run() under torch.profiler; the operators ranked by their own time on the device (CPU
+    time on a CPU), headed by what they are sorted by."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as profiler:
+        run()
+        if cuda:
+            torch.cuda.synchronize()
+    sort_by = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    table = profiler.key_averages().table(sort_by=sort_by, row_limit=row_limit)
+    return f"sorted by {sort_by}\n{table}\n"
+
+
+# ---- measuring in a child process ---------------------------------------------------------
+
+
+def in_child(script: str, *args) -> dict:
+    """Run `script --child ARGS` (a benchmark's measuring half) in a fresh process, so that its
+    wall time and peak RSS are its own; its JSON figures with the wall seconds."""
+    command = [sys.executable, script, "--child", *map(str, args)]
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(command[1:])} failed:\n{result.stderr[-3000:]}")
+    return {"seconds": round(time.perf_counter() - start, 2), **json.loads(result.stdout)}
+
+
+def child_main(measure_in_child: Callable[..., dict], main: Callable[[], None]) -> None:
+    """A benchmark's entry point: with --child, measure and print the figures with this
+    process's peak RSS; otherwise the benchmark's main()."""
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        figures = measure_in_child(*sys.argv[2:])
+        peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+        print(json.dumps({"peak_rss_mib": round(peak_kib / 1024, 1), **figures}))
+    else:
+        main()
