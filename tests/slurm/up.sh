@@ -10,7 +10,8 @@ set -euo pipefail
 state=${AIAYN_SLURM_STATE:-/tmp/aiayn-slurm}
 conf_dir=/etc/slurm
 host=$(hostname -s)
-cpus=$(nproc)
+# --all: the machine's CPUs; plain nproc follows OMP_NUM_THREADS, which the test workers set to 1
+cpus=$(nproc --all)
 memory_mb=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024))
 
 if scontrol ping 2> /dev/null | grep -q "is UP"; then
