@@ -1,25 +1,49 @@
 """Reproducing "Attention Is All You Need": data -> subword -> binarize -> train -> average ->
 decode -> score -> report.
 
-Run `snakemake --cores all` for the embedded default (the toy corpus, CPU, minutes), or add
-`--configfile configs/<preset>.yaml`. The README lists every command.
+Run `snakemake --cores all` for the embedded default (the toy study: the toy corpus, CPU,
+minutes), or give a study with `--configfile configs/<preset>.yaml`. The README lists every
+command; each study's results go to results/<study>/.
 """
 
+import sys
+from pathlib import Path
+
+from snakemake.logging import logger
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
+# config.yaml, or the --configfile files added up into one study (aiayn.study), then --config.
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+from aiayn.study import absent_optional_datasets, compose_config, without_datasets
 
-configfile: "config.yaml"
+config.clear()
+config.update(
+    compose_config(
+        Path("config.yaml"),  # in the working directory, as `configfile:` would read it
+        workflow.config_settings.configfiles,
+        workflow.config_settings.config,
+    )
+)
 
 
 validate(config, "schemas/config.schema.yaml")
+
+
+for message in absent_optional_datasets(config).values():
+    logger.warning(message)
+config.update(without_datasets(config, absent_optional_datasets(config)))
 
 
 include: "rules/common.smk"
 
 
 plan.check_experiments()  # before the rules resolve experiments, so a bad one is named clearly
+if (
+    workflow.is_main_process
+):  # the bill before any job runs (a dry run is the place to read it)
+    logger.info(plan.gpu_hours_report())
 
 
 include: "rules/data.smk"
@@ -33,8 +57,8 @@ include: "rules/report.smk"
 
 
 rule all:
-    """Everything the config asks for: prepared data, trained models, translations, scores,
-    tables, figures."""
+    """Everything the study asks for: prepared data, trained models, translations, scores,
+    tables, figures, and the run record (results/<study>/run.json)."""
     default_target: True
     input:
         plan.prepared_data_files(),
@@ -42,3 +66,4 @@ rule all:
         plan.score_files(),
         plan.translation_files(),
         plan.report_files(),
+        paths.run_record(plan.study),

@@ -6,8 +6,8 @@ perplexity, and each decode's scores with its bootstrap interval and paired test
     python bench/default_run_record.py CLONE --wall-seconds S --device "CPU: ..."
 
 Run it on a workflow folder where nothing was reused (a fresh clone), so the wall time is the
-whole run's. Copy the clone's results/{scores,tables,figures} beside it: tests check the record
-against the committed score files.
+whole run's. The clone's results/toy/ is what the workflow wrote there: commit it with the
+record, which tests check against the committed score files.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ DECODES = (("last", "dev"), ("averaged", "dev"), ("averaged", "test"))
 
 def decode_figures(root: Path, name: str, checkpoint: str, split: str) -> dict:
     """One decode's scores (2 decimals), sacreBLEU's 95% half-width, its paired test, its speed."""
-    scores = json.loads((root / paths.score_file(name, checkpoint, split)).read_text())
+    scores = json.loads((root / paths.score_file(name, checkpoint, split, "toy")).read_text())
     decode = json.loads((root / paths.decode_output("json", name, checkpoint, split)).read_text())
     test = scores.get("paired_bootstrap") or {}
     return {

@@ -384,20 +384,27 @@ SMOKE_TRAINING = dict(
 
 
 def multi30k_overlay(work: Path, data: Path, smoke: bool) -> Path:
-    """A config file on top of configs/multi30k*.yaml: where the data is; at smoke size, a small
+    """configs/multi30k_gpu.yaml's study, refined: where the data is; at smoke size, a small
     vocabulary and the GPU experiments cut to a few steps of a one-layer model."""
     import yaml
 
-    overlay: dict = {"datasets": {"multi30k": {"root": str(data)}}}
+    preset = PROJECT / "configs" / "multi30k_gpu.yaml"
+    overlay: dict = {
+        "study": "multi30k_gpu",
+        "include": [str(preset)],
+        "datasets": {"multi30k": {"root": str(data)}},
+    }
     if smoke:
         overlay["datasets"]["multi30k"]["subword"] = {"vocab_size": 500}  # 322 characters
-        gpu = yaml.safe_load((PROJECT / "configs" / "multi30k_gpu.yaml").read_text())
-        for experiment in gpu["experiments"]:
-            experiment["model"] = "tiny"
-            experiment["overrides"] = {"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 2}
-            experiment["train"].update(SMOKE_TRAINING)
-            experiment["decode"] = {"search": "greedy", "max_length_offset": 5}
-        overlay["experiments"] = gpu["experiments"]
+        overlay["experiments"] = {
+            name: {
+                "model": "tiny",
+                "overrides": {"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 2},
+                "train": SMOKE_TRAINING,
+                "decode": {"search": "greedy", "max_length_offset": 5},
+            }
+            for name in yaml.safe_load(preset.read_text())["experiments"]
+        }
     path = work / "suite.yaml"
     path.write_text(yaml.safe_dump(overlay, sort_keys=False))
     return path
@@ -415,29 +422,29 @@ def multi30k_part(args, deadline: float) -> str:
     work.mkdir(parents=True)
     shutil.copyfile(PROJECT / "config.yaml", work / "config.yaml")
     overlay = multi30k_overlay(work, multi30k_inputs(work, args.smoke), args.smoke)
-    configs = [PROJECT / "configs" / "multi30k.yaml", PROJECT / "configs" / "multi30k_gpu.yaml"]
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(PROJECT / "Snakefile"),
-               "--directory", str(work), "--cores", "all", "--configfile", *map(str, configs),
-               str(overlay)]  # fmt: skip
+               "--directory", str(work), "--cores", "all",
+               "--configfile", str(overlay)]  # fmt: skip
     start = time.monotonic()
     status = run_capped(command, deadline, args.out, part_env(), cwd=work)
     record = {
         "what": "configs/multi30k_gpu.yaml from scratch" + (" at smoke size" if args.smoke else ""),
-        "command": "snakemake --cores all --configfile configs/multi30k.yaml "
-        "configs/multi30k_gpu.yaml --config 'datasets={multi30k: {root: DIR}}'",
+        "command": "snakemake --cores all --configfile configs/multi30k_gpu.yaml "
+        "--config 'datasets={multi30k: {root: DIR}}'",
         "status": status,
         "snakemake_wall_seconds_from_scratch": round(time.monotonic() - start, 1),
         "commit": part_env().get("AIAYN_COPIED_FROM_COMMIT") or benchlib.tree_commit(),
         "date": time.strftime("%Y-%m-%d"),
         "experiments": multi30k_figures(work),
     }
-    write_json(work / "run.json", record)
+    write_json(work / "suite.json", record)
+    study = work / "results" / "multi30k_gpu"  # the workflow's results, run.json included
     with tarfile.open(args.out / "multi30k_gpu.tar.gz", "w:gz") as archive:
-        archive.add(work / "run.json", "run.json")
-        for folder in ("results", "runs"):
-            for path in sorted((work / folder).rglob("*")):
+        archive.add(work / "suite.json", "suite.json")
+        for folder, base in ((study, study), (work / "runs", work)):
+            for path in sorted(folder.rglob("*")):
                 if path.is_file() and path.suffix in ARCHIVED:
-                    archive.add(path, str(path.relative_to(work)))
+                    archive.add(path, str(path.relative_to(base)))
     return status
 
 
@@ -447,7 +454,8 @@ def multi30k_figures(work: Path) -> dict:
     for summary_file in sorted((work / "runs").glob("*/train.json")):
         name, train = summary_file.parent.name, json.loads(summary_file.read_text())
         scores = {}
-        for score_file in sorted((work / "results" / "scores" / name).glob("*/*.json")):
+        scored = work / "results" / "multi30k_gpu" / "scores" / name
+        for score_file in sorted(scored.glob("*/*.json")):
             score = json.loads(score_file.read_text())
             scores[f"{score_file.parent.name}_{score_file.stem}"] = {
                 key: score[key]["score"] if isinstance(score[key], dict) else score[key]

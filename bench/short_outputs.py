@@ -40,10 +40,11 @@ def locate(workdir: Path, configfiles: list[Path], name: str, split: str | None)
     from aiayn import paths
     from aiayn.checkpoint import weights_files
     from aiayn.experiments import resolve_evaluation
-    from aiayn.workflow_config import find_experiment, load_config
+    from aiayn.plan import Plan
+    from aiayn.workflow_config import load_config
 
     config = load_config(workdir, [workdir / path for path in configfiles])
-    entry = find_experiment(config, name)
+    entry = Plan(config).experiment_entry(name)
     evaluation = resolve_evaluation(entry, config["datasets"])
     dataset = config["datasets"][entry["dataset"]]
     split = split or entry["dev_split"]

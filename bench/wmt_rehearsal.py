@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 import benchlib
-import yaml
 
 PROJECT = benchlib.PROJECT
 
@@ -38,11 +37,12 @@ PRESET = PROJECT / "configs" / "wmt14_en_de.yaml"
 def preset_settings() -> dict:
     """The data and step settings of the paper preset, as the workflow would resolve them."""
     from aiayn.data.clean import CleanSettings
+    from aiayn.study import compose_config
     from aiayn.subword import SubwordSettings
 
-    preset = yaml.safe_load(PRESET.read_text())
+    preset = compose_config(PROJECT / "config.yaml", [PRESET])
     dataset = preset["datasets"]["wmt14_en_de"]
-    (base,) = [e for e in preset["experiments"] if e["model"] == "base"]
+    base = preset["experiments"]["base_en_de"]
     return {
         "clean": CleanSettings(**dataset["clean"]),
         "subword": SubwordSettings(**dataset["subword"]),

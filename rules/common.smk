@@ -9,6 +9,7 @@ targets.
 import hashlib
 import re
 import sys
+import time
 from pathlib import Path
 
 SRC_DIR = Path(workflow.basedir) / "src" / "aiayn"
@@ -21,10 +22,12 @@ from aiayn.data.sources import is_url, local_files
 from aiayn.errors import InputError
 from aiayn.parsing.treebank import select_files
 from aiayn.plan import FIGURES, TABLES, Plan
+from aiayn.run_record import write_run_record
 from aiayn.workflow import package_modules, use_this_checkout
 
 use_this_checkout(SRC_DIR.parent)
 plan = Plan(config)
+STARTED = time.time()  # this invocation's start, for the run record
 
 
 wildcard_constraints:
@@ -151,6 +154,28 @@ def baseline_hypotheses(wildcards):
 
 
 # ---- report -------------------------------------------------------------------------------
+
+
+def record_study_run(output, log):
+    """Write the study's run record from the main process (which knows the command typed)."""
+    record = write_run_record(
+        output,
+        study=plan.study,
+        argv=sys.argv,
+        configfiles=[str(f) for f in workflow.config_settings.configfiles],
+        root=Path(workflow.basedir),
+        started=STARTED,
+        experiments={
+            name: (paths.train_summary(name), plan.decode_settings(name))
+            for name in plan.experiment_names()
+        },
+        scores=plan.score_files(),
+    )
+    Path(log).write_text(
+        f"{output}: {len(record['experiments'])} experiments, {len(record['scores'])} "
+        f"scores, commit {record['commit']}\n",
+        encoding="utf-8",
+    )
 
 
 def report_inputs(wildcards):

@@ -42,7 +42,7 @@ rule score_parse:
         gold_trees=gold_trees,
     output:
         scores=report(
-            paths.score_file(),
+            paths.score_file(study=plan.study),
             category="Scores",
             labels={
                 "experiment": "{experiment}",
@@ -52,7 +52,7 @@ rule score_parse:
         ),
         trees=paths.decode_output("trees"),
     log:
-        "logs/score/{experiment}/{checkpoint}/{split}.log",
+        f"logs/score/{plan.study}/{{experiment}}/{{checkpoint}}/{{split}}.log",
     wildcard_constraints:
         experiment=names_pattern(plan.parsing_experiments()),
     conda:

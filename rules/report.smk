@@ -1,4 +1,5 @@
-"""Stage report: tables and figures into results/, each tagged for `snakemake --report`."""
+"""Stage report: tables and figures into results/<study>/, each tagged for `snakemake --report`,
+and the study's run record."""
 
 
 rule table:
@@ -8,11 +9,11 @@ rule table:
     input:
         unpack(report_inputs),
     output:
-        markdown=report(paths.table_file("{table}", "md"), category="Tables"),
-        csv=report(paths.table_file("{table}", "csv"), category="Tables"),
-        latex=report(paths.table_file("{table}", "tex"), category="Tables"),
+        markdown=report(plan.table_file("{table}", "md"), category="Tables"),
+        csv=report(plan.table_file("{table}", "csv"), category="Tables"),
+        latex=report(plan.table_file("{table}", "tex"), category="Tables"),
     log:
-        "logs/report/{table}.log",
+        f"logs/report/{plan.study}/{{table}}.log",
     wildcard_constraints:
         table=names_pattern(TABLES),
     conda:
@@ -38,10 +39,10 @@ rule figure:
     input:
         unpack(report_inputs),
     output:
-        png=report(paths.figure_file("{figure}", "png"), category="Figures"),
-        pdf=report(paths.figure_file("{figure}", "pdf"), category="Figures"),
+        png=report(paths.figure_file("{figure}", "png", plan.study), category="Figures"),
+        pdf=report(paths.figure_file("{figure}", "pdf", plan.study), category="Figures"),
     log:
-        "logs/report/{figure}.log",
+        f"logs/report/{plan.study}/{{figure}}.log",
     wildcard_constraints:
         figure=names_pattern(FIGURES),
     conda:
@@ -51,3 +52,18 @@ rule figure:
         code=code_version("report_figure.py"),
     script:
         "../workflow_scripts/report_figure.py"
+
+
+rule run_record:
+    """What made the study's results: the command, commit, device and times of the invocation
+    that last changed any of them (results/<study>/run.json). Runs in the main process, which
+    knows the command; rerun only when a result changed."""
+    input:
+        plan.run_record_inputs(),
+    output:
+        record=paths.run_record(plan.study),
+    log:
+        f"logs/run_record/{plan.study}.log",
+    localrule: True
+    run:
+        record_study_run(output.record, log[0])

@@ -10,7 +10,7 @@ rule score:
         baseline=baseline_hypotheses,
     output:
         scores=report(
-            paths.score_file(),
+            paths.score_file(study=plan.study),
             category="Scores",
             labels={
                 "experiment": "{experiment}",
@@ -19,7 +19,7 @@ rule score:
             },
         ),
     log:
-        "logs/score/{experiment}/{checkpoint}/{split}.log",
+        f"logs/score/{plan.study}/{{experiment}}/{{checkpoint}}/{{split}}.log",
     wildcard_constraints:
         experiment=other_names_pattern(plan.parsing_experiments(), "A-Za-z0-9_."),
     conda:

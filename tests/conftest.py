@@ -123,6 +123,7 @@ MINUTES = {
     "test_project.py": 4,
     "test_train.py": 3,
     "test_workflow.py": 1,
+    "test_studies.py": 1,
 }
 
 
@@ -224,6 +225,14 @@ def edit_config(root: Path, edit) -> None:
     (root / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
 
+def edit_toy_data(root: Path, edit) -> None:
+    """Apply `edit` to the toy dataset's entry in configs/data/toy.yaml (config.yaml includes it)."""
+    path = root / "configs" / "data" / "toy.yaml"
+    data = yaml.safe_load(path.read_text())
+    edit(data["datasets"]["toy"])
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 def quick_experiment(root: Path, name: str = "quick", processes: int = 1, **train) -> None:
     """Replace the config's experiments by one very small model trained for a few steps."""
     settings = {
@@ -239,11 +248,10 @@ def quick_experiment(root: Path, name: str = "quick", processes: int = 1, **trai
         **train,
     }
     experiment = {
-        "name": name,
         "dataset": "toy",
         "model": "tiny",
         "overrides": {"d_model": 32, "d_ff": 64, "n_heads": 2},
         "processes": processes,
         "train": settings,
     }
-    edit_config(root, lambda config: config.update(experiments=[experiment]))
+    edit_config(root, lambda config: config.update(experiments={name: experiment}))

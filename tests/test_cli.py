@@ -34,7 +34,7 @@ def test_an_experiment_not_trained_yet_names_the_command_that_trains_it(project,
 
 def test_an_unknown_experiment_lists_the_defined_ones(project, capsys):
     error = translate(project, capsys, "--experiment", "tinny")
-    assert "experiment 'tinny' is not in the config's `experiments`" in error
+    assert "experiment 'tinny' is not in the study's `experiments` (study 'toy'" in error
     assert "'tiny_one_head'" in error and "--configfile" in error
 
 
@@ -63,10 +63,11 @@ def test_the_console_command_is_installed():
 def test_config_prints_the_validated_config_with_every_default(project, capsys):
     assert main(["config", "--workdir", str(project), "--configfile", "configs/multi30k.yaml"]) == 0
     config = yaml.safe_load(capsys.readouterr().out)
-    [experiment] = [e for e in config["experiments"] if e["name"] == "multi30k_small"]
+    assert config["study"] == "multi30k" and list(config["experiments"]) == ["multi30k_small"]
+    experiment = config["experiments"]["multi30k_small"]
     assert experiment["decode"]["beam"] == 4  # the schema's default, filled in
     bad = project / "bad.yaml"
-    bad.write_text("experiments: [{name: x, dataset: toy, modle: tiny}]\n")
+    bad.write_text("include: [config.yaml]\nexperiments: {x: {dataset: toy, modle: tiny}}\n")
     assert main(["config", "--workdir", str(project), "--configfile", "bad.yaml"]) == 1
     error = capsys.readouterr().err
     assert "does not validate against schemas/config.schema.yaml" in error and "modle" in error
@@ -102,7 +103,7 @@ def test_a_wheel_installed_into_a_fresh_environment_works_outside_a_checkout(tmp
     assert where.stdout.startswith(str(venv)), where.stdout  # the wheel's, not the checkout's
     assert "--experiment" in run(str(aiayn), "translate", "--help").stdout
     config = yaml.safe_load(run(str(aiayn), "config", "--workdir", str(project)).stdout)
-    assert {e["name"] for e in config["experiments"]} >= {"tiny", "tiny_one_head"}
+    assert set(config["experiments"]) >= {"tiny", "tiny_one_head"}
 
 
 def test_the_snakefile_validates_against_the_schema_the_package_carries():

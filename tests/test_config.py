@@ -18,6 +18,8 @@ from aiayn.errors import InputError
 from aiayn.experiments import resolve, resolve_evaluation
 from aiayn.model_config import TABLE3_ROWS
 from aiayn.paper import paper_steps_per_minute
+from aiayn.plan import Plan
+from aiayn.study import compose_config
 from aiayn.subword import SubwordSettings
 from aiayn.train_settings import TrainSettings
 from aiayn.workflow_config import load_config
@@ -27,7 +29,9 @@ SCHEMA = str(PROJECT / "schemas" / "config.schema.yaml")
 
 
 def load(name):
-    return yaml.safe_load((PROJECT / name).read_text())
+    """A study as its config files compose it (aiayn.study), not yet validated."""
+    files = [] if name == "config.yaml" else [PROJECT / name]
+    return compose_config(PROJECT / "config.yaml", files)
 
 
 @pytest.mark.parametrize(
@@ -45,8 +49,9 @@ def load(name):
 def test_presets_validate(name):
     config = load(name)
     validate(config, SCHEMA)
+    used = {entry["dataset"] for entry in config["experiments"].values()}
     for name, dataset in config["datasets"].items():
-        assert name in config["prepare"] and "train" in dataset["splits"]
+        assert name in used | set(config["prepare"]) and "train" in dataset["splits"]
 
 
 def test_the_wmt14_sample_is_evaluated_on_the_full_configs_test_sets():
@@ -85,7 +90,7 @@ def test_source_specific_defaults_apply_to_their_source_only():
         (("datasets", "toy", "splits", "train"), "sise"),
         (("datasets", "toy"), "vocab_size"),
         ((), "datasetz"),
-        (("experiments", 0, "train"), "max_step"),
+        (("experiments", "tiny", "train"), "max_step"),
     ],
 )
 def test_a_typo_is_an_error_that_names_the_key(path, bad_key):
@@ -113,8 +118,8 @@ def test_wrong_types_and_missing_keys_are_errors():
 
 
 def test_snakemake_cli_reports_a_typo_by_name(project_copy):
-    config = (project_copy / "config.yaml").read_text()
-    (project_copy / "config.yaml").write_text(config.replace("max_ratio:", "max_raito:"))
+    data = project_copy / "configs" / "data" / "toy.yaml"  # included by config.yaml
+    data.write_text(data.read_text().replace("max_ratio:", "max_raito:"))
     result = run_snakemake(project_copy, "-n", check=False)
     assert result.returncode != 0
     assert "'max_raito' was unexpected" in result.stdout + result.stderr
@@ -145,10 +150,16 @@ def test_conda_environment_pins_match_pyproject():
 
 
 def merged(*names):
-    """config.yaml with presets on top, merged and validated as snakemake and `aiayn translate`
-    do (aiayn.workflow_config)."""
+    """A study of config.yaml alone or of presets composed, validated as snakemake and
+    `aiayn translate` do (aiayn.workflow_config)."""
     assert names[0] == "config.yaml", names
     return load_config(PROJECT, [PROJECT / name for name in names[1:]])
+
+
+def entries(config: dict) -> list[dict]:
+    """The study's experiments, each with its name."""
+    plan = Plan(config)
+    return [plan.experiment_entry(name) for name in plan.experiment_names()]
 
 
 @pytest.mark.parametrize(
@@ -159,23 +170,24 @@ def merged(*names):
         ("config.yaml", "configs/wmt14_en_fr.yaml"),
         ("config.yaml", "configs/wmt14_en_de.yaml", "configs/table3.yaml"),
         ("config.yaml", "configs/multi30k.yaml", "configs/multi30k_gpu.yaml"),
+        ("config.yaml", "configs/paper.yaml"),
         ("config.yaml", "configs/parsing.yaml"),
         ("config.yaml", "configs/parsing_wsj.yaml"),
     ],
 )
 def test_every_preset_experiment_resolves(names):
     config = merged(*names)
-    specs = [resolve(entry, config["datasets"]) for entry in config["experiments"]]
+    specs = [resolve(entry, config["datasets"]) for entry in entries(config)]
     assert specs and all(spec["data"]["dev"] for spec in specs)
 
 
 def test_the_multi30k_gpu_overlay_only_swaps_the_experiments_for_ones_within_budget():
     """configs/multi30k_gpu.yaml keeps the CPU config's data and BPE; every experiment stops
     by its time budget, under the 10 minutes the GPU row promises."""
-    overlay = load("configs/multi30k_gpu.yaml")
-    assert list(overlay) == ["experiments"]
-    config = merged("config.yaml", "configs/multi30k.yaml", "configs/multi30k_gpu.yaml")
-    for entry in config["experiments"]:
+    config = merged("config.yaml", "configs/multi30k_gpu.yaml")
+    assert config["study"] == "multi30k_gpu" and list(config["datasets"]) == ["multi30k"]
+    assert config["datasets"] == merged("config.yaml", "configs/multi30k.yaml")["datasets"]
+    for entry in entries(config):
         train = resolve(entry, config["datasets"])["train"]
         assert 0 < train["max_minutes"] <= 10 and entry["dataset"] == "multi30k"
 
@@ -183,7 +195,7 @@ def test_the_multi30k_gpu_overlay_only_swaps_the_experiments_for_ones_within_bud
 def test_paper_experiments_have_the_paper_settings():
     specs = {
         e["name"]: resolve(e, merged("config.yaml", "configs/wmt14_en_de.yaml")["datasets"])
-        for e in merged("config.yaml", "configs/wmt14_en_de.yaml")["experiments"]
+        for e in entries(merged("config.yaml", "configs/wmt14_en_de.yaml"))
     }
     base, big = specs["base_en_de"], specs["big_en_de"]
     assert (base["model"]["d_model"], base["model"]["vocab_size"], base["train"]["max_steps"]) == (
@@ -203,7 +215,7 @@ def test_paper_experiments_have_the_paper_settings():
     assert base["data"]["dev"][0].endswith("newstest2013.en-de.en")
     big_fr = [
         e
-        for e in merged("config.yaml", "configs/wmt14_en_fr.yaml")["experiments"]
+        for e in entries(merged("config.yaml", "configs/wmt14_en_fr.yaml"))
         if e["name"] == "big_en_fr"
     ]
     assert (
@@ -218,7 +230,7 @@ def test_the_parsing_preset_has_the_papers_table4_settings():
     """Section 6.3: 4 layers, d_model 1024, 16K vocabulary, WSJ 02-21 / 22 / 23, beam 21,
     alpha 0.3, input length + 300."""
     config = merged("config.yaml", "configs/parsing_wsj.yaml")
-    (entry,) = config["experiments"]
+    (entry,) = entries(config)
     spec = resolve(entry, config["datasets"])
     assert (spec["model"]["n_layers"], spec["model"]["d_model"], spec["model"]["vocab_size"]) == (
         4,
@@ -236,6 +248,7 @@ PAPER_PRESETS = [
     ("configs/wmt14_en_de.yaml",),
     ("configs/wmt14_en_fr.yaml",),
     ("configs/wmt14_en_de.yaml", "configs/table3.yaml"),
+    ("configs/paper.yaml",),
 ]
 
 
@@ -245,7 +258,7 @@ def test_the_paper_presets_train_clean_and_decode_as_the_paper(presets):
     minutes counted in its steps (not ours), Moses' ratio filter, the paper's beam rule,
     GPU-sized decode batches, and a BPE sample sized for WMT."""
     config = merged("config.yaml", *presets)
-    for entry in config["experiments"]:
+    for entry in entries(config):
         spec = resolve(entry, config["datasets"])
         train, size = spec["train"], "big" if entry["model"] == "big" else "base"
         assert train["tokens_per_step"] == 25000
@@ -257,7 +270,7 @@ def test_the_paper_presets_train_clean_and_decode_as_the_paper(presets):
         assert decode.finalize == "t2t"
         if not entry["name"].startswith("table3_"):  # Table 3 decodes only the dev split
             assert decode.batch_tokens >= 16000
-    for name in {entry["dataset"] for entry in config["experiments"]}:
+    for name in {entry["dataset"] for entry in entries(config)}:
         dataset = config["datasets"][name]
         assert dataset["clean"]["max_ratio"] == 9
         assert 1_000_000 <= dataset["subword"]["input_sentence_size"] < 9_000_000
@@ -265,33 +278,33 @@ def test_the_paper_presets_train_clean_and_decode_as_the_paper(presets):
     assert round(10 * paper_steps_per_minute("big")) == 595
 
 
-def test_table3_preset_has_every_row():
-    experiments = merged("config.yaml", "configs/wmt14_en_de.yaml", "configs/table3.yaml")[
-        "experiments"
-    ]
-    models = {e["model"] for e in experiments}
+@pytest.mark.parametrize("preset", ["configs/table3.yaml", "configs/paper.yaml"])
+def test_table3_preset_has_every_row(preset):
+    experiments = entries(merged("config.yaml", preset))
+    models = {e["model"] for e in experiments if e["dataset"] == "wmt14_en_de"}
     assert set(TABLE3_ROWS) | {"base", "big"} == models
     smoothing = sorted(
         e["train"]["label_smoothing"] for e in experiments if e["name"].startswith("table3_D_ls")
     )
-    assert smoothing == [0.0, 0.2] and all(e["train"]["average_last"] == 1 for e in experiments)
+    assert smoothing == [0.0, 0.2]
+    rows = [e for e in experiments if e["name"].startswith("table3_")]
+    assert all(e["train"]["average_last"] == 1 for e in rows)
 
 
 def test_training_defaults_agree_with_the_code():
     config = load("config.yaml")
-    config["experiments"] = [{"name": "x", "dataset": "toy"}]
+    config["experiments"] = {"x": {"dataset": "toy"}}
     validate(config, SCHEMA)
-    assert config["experiments"][0]["train"] == dataclasses.asdict(TrainSettings())
-    assert (
-        config["experiments"][0]["model"] == "base" and config["experiments"][0]["processes"] == 1
-    )
+    assert config["experiments"]["x"]["train"] == dataclasses.asdict(TrainSettings())
+    assert config["experiments"]["x"]["model"] == "base"
+    assert config["experiments"]["x"]["processes"] == 1
 
 
 def test_decode_defaults_agree_with_the_code_and_are_the_papers():
     config = load("config.yaml")
-    config["experiments"] = [{"name": "x", "dataset": "toy"}]
+    config["experiments"] = {"x": {"dataset": "toy"}}
     validate(config, SCHEMA)
-    entry = config["experiments"][0]
+    entry = Plan(config).experiment_entry("x")
     assert entry["decode"] == dataclasses.asdict(DecodeSettings())
     assert (entry["decode"]["beam"], entry["decode"]["alpha"]) == (4, 0.6)
     assert entry["decode"]["max_length_offset"] == 50 and entry["nodes"] == 1
@@ -310,20 +323,19 @@ def test_decode_defaults_agree_with_the_code_and_are_the_papers():
 )
 def test_bad_evaluation_settings_are_named(change, message):
     config = merged("config.yaml")
-    entry = {**config["experiments"][0], **change}
+    entry = {**Plan(config).experiment_entry("tiny"), **change}
     with pytest.raises(InputError, match=f"experiment 'tiny': {message}"):
         resolve_evaluation(entry, config["datasets"])
 
 
 def test_paper_rows_of_the_presets():
-    config = merged("config.yaml", "configs/wmt14_en_de.yaml", "configs/table3.yaml")
+    config = merged("config.yaml", "configs/table3.yaml")
     rows = {
-        e["name"]: resolve_evaluation(e, config["datasets"])["paper_row"]
-        for e in config["experiments"]
+        e["name"]: resolve_evaluation(e, config["datasets"])["paper_row"] for e in entries(config)
     }
     assert rows["table3_A_h1"] == "A_h1" and rows["table3_big"] == "big"
     assert rows["table3_D_ls0.2"] == "D_ls0.2"
-    toy = {e["name"]: e.get("paper_row") for e in load("config.yaml")["experiments"]}
+    toy = {name: e.get("paper_row") for name, e in load("config.yaml")["experiments"].items()}
     assert toy == {
         "tiny": "base",
         "tiny_one_head": "A_h1",
@@ -354,7 +366,7 @@ def test_each_settings_object_has_exactly_its_schema_sections_properties_and_def
     ("edit", "message"),
     [
         (
-            lambda config: config["experiments"][0].update(name="tiny; rm -rf ~"),
+            lambda config: config["experiments"].update({"tiny; rm -rf ~": {"dataset": "toy"}}),
             r"'tiny; rm -rf ~' does not match '\^\[A-Za-z0-9_.\]\+\$'",
         ),
         (
@@ -362,7 +374,7 @@ def test_each_settings_object_has_exactly_its_schema_sections_properties_and_def
             r"'my data' does not match any of the regexes: '\^\[A-Za-z0-9_\]\+\$'",
         ),
         (
-            lambda config: config["experiments"][0].update(model="huge"),
+            lambda config: config["experiments"]["tiny"].update(model="huge"),
             r"experiment 'tiny': unknown model preset 'huge'; choose from \['base', 'big'",
         ),
     ],
@@ -375,5 +387,5 @@ def test_names_a_shell_would_split_and_unknown_presets_are_refused_before_any_jo
     edit(config)
     with pytest.raises((WorkflowError, InputError), match=message):
         validate(config, SCHEMA)
-        for entry in config["experiments"]:
+        for entry in entries(config):
             resolve(entry, config["datasets"])

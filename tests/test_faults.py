@@ -144,7 +144,7 @@ def kill_within(root: Path, log: Path, stage: str, delay: float, step: int = 0) 
 
 def same_outputs(reference: Path, faulted: Path) -> None:
     """Data, decodes and scores byte for byte; weights and attention maps value for value."""
-    patterns = ["data/**/*", "runs/quick/decode/*/*.hyp", "results/scores/**/*.json"]
+    patterns = ["data/**/*", "runs/quick/decode/*/*.hyp", "results/toy/scores/**/*.json"]
     files = sorted(
         path.relative_to(reference)
         for pattern in patterns

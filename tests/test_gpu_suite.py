@@ -76,8 +76,8 @@ def test_smoke_run_takes_every_part_and_collect_files_it(tmp_path):
     assert "aten::" in profile
     with tarfile.open(out / "multi30k_gpu.tar.gz") as archive:
         names = archive.getnames()
-        run = json.load(archive.extractfile("run.json"))
-    assert "results/tables/table2.md" in names
+        run = json.load(archive.extractfile("suite.json"))
+    assert "tables/table2.md" in names and "run.json" in names  # the study's results
     assert run["status"] == "done" and set(run["experiments"]) == {
         "multi30k_gpu_small",
         "multi30k_gpu_base",
@@ -98,8 +98,9 @@ def test_smoke_run_takes_every_part_and_collect_files_it(tmp_path):
     ]
     quoted = json.loads((results / "decode_speed-gpu.json").read_text())
     assert quoted == decode[0]  # the run beside the naive decoder, in bench's own format
-    assert (checkout / "results" / "multi30k_gpu" / "run.json").exists()
-    assert not (checkout / "results" / "tables").exists()  # nothing else is touched
+    assert (checkout / "results" / "multi30k_gpu" / "suite.json").exists()
+    assert (checkout / "results" / "multi30k_gpu" / "tables" / "table2.md").exists()
+    assert sorted(p.name for p in (checkout / "results").iterdir()) == ["multi30k_gpu"]
 
 
 def test_a_part_over_its_cap_is_cut_and_the_others_still_run(tmp_path):

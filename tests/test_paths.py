@@ -25,10 +25,14 @@ def test_patterns_and_concrete_names_agree():
     assert paths.averaged_model() == "runs/{experiment}/averaged.safetensors"
     assert paths.train_summary("tiny") == "runs/tiny/" + paths.TRAIN_SUMMARY
     assert paths.decode_output("hyp", "tiny", "last", "dev") == "runs/tiny/decode/last/dev.hyp"
-    assert paths.score_file("tiny", "last", "dev") == "results/scores/tiny/last/dev.json"
+    # results are the study's: results/<study>/...
+    assert paths.score_file("tiny", "last", "dev", "toy") == "results/toy/scores/tiny/last/dev.json"
+    assert paths.table_file("table2", "csv", "paper") == "results/paper/tables/table2.csv"
     assert (
-        paths.attention_figure("word", "png", "tiny") == "results/figures/attention/tiny.word.png"
+        paths.attention_figure("word", "png", "tiny", "toy")
+        == "results/toy/figures/attention/tiny.word.png"
     )
+    assert paths.run_record("multi30k") == "results/multi30k/run.json"
 
 
 def string_literals(path):

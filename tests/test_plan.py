@@ -20,12 +20,8 @@ def default() -> dict:
 
 @pytest.fixture(scope="module")
 def with_parser() -> dict:
-    """The default config with the parsing preset on top: both kinds of experiment."""
-    config = load_config(PROJECT)
-    parsing = load_config(PROJECT, [PROJECT / "configs/parsing.yaml"])
-    config["datasets"].update(parsing["datasets"])
-    config["experiments"] += parsing["experiments"]
-    return config
+    """The default study and the parsing preset composed: both kinds of experiment."""
+    return load_config(PROJECT, [PROJECT / "config.yaml", PROJECT / "configs/parsing.yaml"])
 
 
 def test_datasets_sides_and_sources(default):
@@ -56,7 +52,7 @@ def test_each_experiment_scores_averaged_dev_and_test_and_the_last_checkpoint_on
         ("averaged", "test"),
         ("last", "dev"),
     ]
-    assert plan.score_files("last", ["tiny"]) == ["results/scores/tiny/last/dev.json"]
+    assert plan.score_files("last", ["tiny"]) == ["results/toy/scores/tiny/last/dev.json"]
     assert len(plan.score_files()) == len(plan.translation_files()) == 4 * 3
     assert plan.baseline_of("tiny_one_head") == plan.baseline_of("tiny") == "tiny"
 
@@ -67,13 +63,15 @@ def test_parsers_and_translators_are_told_apart_and_reported_in_their_own_tables
     assert plan.parsing_experiments() == ["parser_sample"]
     assert "parser_sample" not in plan.translation_experiments()
     files = plan.report_files()
-    assert "results/tables/table4.md" in files and "results/tables/table2.md" in files
-    assert all(f"results/figures/{figure}.pdf" in files for figure in FIGURES)
+    assert plan.study == "toy+ptb_sample"
+    results = "results/toy+ptb_sample"
+    assert f"{results}/tables/table4.md" in files and f"{results}/tables/table2.md" in files
+    assert all(f"{results}/figures/{figure}.pdf" in files for figure in FIGURES)
     assert plan.reported_experiments("params") == []
     inputs = plan.report_inputs("table4")
     assert inputs["scores"] == [
-        "results/scores/parser_sample/averaged/dev.json",
-        "results/scores/parser_sample/averaged/test.json",
+        f"{results}/scores/parser_sample/averaged/dev.json",
+        f"{results}/scores/parser_sample/averaged/test.json",
     ]
     assert inputs["train_records"] == ["data/ptb_sample/clean/train.en-ptb.json"]
     assert set(plan.vocabulary_sizes()) == {"toy"}  # the parser's vocabulary is not counted
@@ -86,11 +84,9 @@ def test_a_dataset_mixing_treebank_and_text_splits_is_refused(with_parser):
         Plan(config).treebank_datasets()
 
 
-def test_check_experiments_names_duplicates_and_an_unknown_baseline(default):
-    config = copy.deepcopy(default)
-    config["experiments"].append(copy.deepcopy(config["experiments"][0]))
-    with pytest.raises(InputError, match="experiment names must be unique"):
-        Plan(config).check_experiments()
+def test_check_experiments_names_an_unknown_experiment_and_an_unknown_baseline(default):
+    with pytest.raises(InputError, match=r"experiment 'tinny' is not in the study's .*'toy'"):
+        Plan(default).experiment_entry("tinny")
     config = copy.deepcopy(default)
     config["report"]["baseline"] = "tinny"
     with pytest.raises(InputError, match="report.baseline 'tinny' is not an experiment"):

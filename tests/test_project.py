@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import PROJECT, quick_experiment, shared
+from tests.conftest import PROJECT, edit_config, quick_experiment, shared
 
 
 def run(*command: str) -> subprocess.CompletedProcess:
@@ -163,6 +163,8 @@ def git_rev(revision: str) -> str:
 def test_default_workflow_benchmark_times_all_cores_against_one(tmp_path):
     shutil.copy2(PROJECT / "config.yaml", tmp_path / "config.yaml")
     quick_experiment(tmp_path, max_steps=10)
+    toy = str(PROJECT / "configs" / "data" / "toy.yaml")  # the copy's include, from elsewhere
+    edit_config(tmp_path, lambda config: config.update(include=[toy]))
     result = run(
         sys.executable, "bench/default_workflow.py", "--config-file", str(tmp_path / "config.yaml")
     )
@@ -263,12 +265,12 @@ def test_the_fidelity_page_quotes_the_recorded_step_fill():
 
 
 def test_the_default_run_record_is_the_committed_score_files():
-    """results/toy/default_run.json and the committed results/scores/ come from the same run."""
+    """results/toy/default_run.json and the committed results/toy/scores/ come from the same run."""
     record = json.loads((PROJECT / "results/toy/default_run.json").read_text())
     assert record["experiments"]
     for name, run_ in record["experiments"].items():
         for checkpoint, split in (("last", "dev"), ("averaged", "dev"), ("averaged", "test")):
-            path = PROJECT / f"results/scores/{name}/{checkpoint}/{split}.json"
+            path = PROJECT / f"results/toy/scores/{name}/{checkpoint}/{split}.json"
             scores = json.loads(path.read_text())
             quoted = run_[f"{checkpoint}_{split}"]
             assert quoted["sacrebleu"] == round(scores["sacrebleu"]["score"], 2), path
@@ -315,7 +317,7 @@ def test_the_decoding_page_quotes_the_committed_tables():
     excerpts = [table for table in markdown_tables(doc("decoding.md")) if "source" in table[0]]
     assert len(excerpts) == 2
     for excerpt, name, key in ((excerpts[0], "table3", "row"), (excerpts[1], "table2", "model")):
-        table = pd.read_csv(PROJECT / f"results/tables/{name}.csv").set_index(["source", key])
+        table = pd.read_csv(PROJECT / f"results/toy/tables/{name}.csv").set_index(["source", key])
         for row in excerpt:
             full = table.loc[(row["source"], row[key])]
             for column, cell in row.items():

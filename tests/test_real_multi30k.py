@@ -25,7 +25,6 @@ MULTI30K_DEV_PPL_CEILING = 38.0
 
 # configs/multi30k.yaml's model and recipe, smaller and shorter: minutes on 2 CPU cores.
 MULTI30K_CI_EXPERIMENT = {
-    "name": "multi30k_ci",
     "dataset": "multi30k",
     "dev_split": "val",
     "eval_splits": ["test_2016_flickr"],
@@ -49,15 +48,19 @@ MULTI30K_CI_EXPERIMENT = {
 def multi30k_run(tmp_path_factory) -> Path:
     root = shared("multi30k", "raw_gz")
     project = copy_project(tmp_path_factory.mktemp("multi30k") / "project")
-    overlay = write_overlay(
+    overlay = write_overlay(  # a study of its own on the preset's data, at the shared copy
         project,
         "ci.yaml",
-        {"datasets": {"multi30k": {"root": str(root)}}, "experiments": [MULTI30K_CI_EXPERIMENT]},
+        {
+            "study": "multi30k",
+            "include": ["configs/data/multi30k.yaml"],
+            "datasets": {"multi30k": {"root": str(root)}},
+            "experiments": {"multi30k_ci": MULTI30K_CI_EXPERIMENT},
+        },
     )
     run_snakemake(
         project,
         "--configfile",
-        "configs/multi30k.yaml",
         overlay,
         "--set-threads",
         "train=2",
@@ -66,7 +69,7 @@ def multi30k_run(tmp_path_factory) -> Path:
 
 
 def test_multi30k_learns_to_translate_within_a_ci_budget(multi30k_run):
-    scores = multi30k_run / "results" / "scores" / "multi30k_ci"
+    scores = multi30k_run / "results" / "multi30k" / "scores" / "multi30k_ci"
     test = load_json(scores / "averaged" / "test_2016_flickr.json")
     assert test["sentences"] == 1000
     assert test["sacrebleu"]["score"] >= MULTI30K_TEST_BLEU_FLOOR, test["sacrebleu"]
@@ -94,11 +97,11 @@ def test_the_short_outputs_bench_decodes_as_the_workflow_and_accounts_for_every_
     what the workflow's decode and score rules gave, and its counts add up."""
     command = [sys.executable, str(PROJECT / "bench" / "short_outputs.py"), "--workdir"]
     command += [str(multi30k_run), "--experiment", "multi30k_ci", "--alphas", "0.6", "1.0"]
-    command += ["--configfile", "configs/multi30k.yaml", "ci.yaml"]
+    command += ["--configfile", "ci.yaml"]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads(result.stdout)
-    scores = multi30k_run / "results" / "scores" / "multi30k_ci"
+    scores = multi30k_run / "results" / "multi30k" / "scores" / "multi30k_ci"
     rows = {row["weights"]: row for row in record["checkpoints"]}
     assert len(rows) == MULTI30K_CI_EXPERIMENT["train"]["average_last"] + 1
     last = f"step{MULTI30K_CI_EXPERIMENT['train']['max_steps']:08d}"

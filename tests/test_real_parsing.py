@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.conftest import copy_project, run_snakemake, shared
 from tests.real_data import load_json, write_overlay
@@ -23,28 +22,28 @@ PARSING_TEST_F1_FLOOR = 3.0
 PARSING_DEV_PPL_CEILING = 4.5
 # 3000 real tokens a step: about what 4000 padded ones held when the floors were set.
 PARSING_CI_TRAIN = {"max_steps": 400, "dev_every_steps": 100, "tokens_per_step": 3000}
+RESULTS = "results/ci"  # the overlay's study: named after its file
 
 
 @pytest.fixture(scope="module")
 def parsing_run(tmp_path_factory) -> Path:
     root = shared("ptb_nltk_sample", "combined")
     project = copy_project(tmp_path_factory.mktemp("parsing") / "project")
-    config = yaml.safe_load((project / "configs" / "parsing.yaml").read_text())
-    experiment = config["experiments"][0]
-    experiment["train"].update(PARSING_CI_TRAIN)
-    overlay = write_overlay(
+    overlay = write_overlay(  # the preset, refined: the shared copy, a CI-sized training
         project,
         "ci.yaml",
-        {"datasets": {"ptb_sample": {"root": str(root)}}, "experiments": [experiment]},
+        {
+            "include": ["configs/parsing.yaml"],
+            "datasets": {"ptb_sample": {"root": str(root)}},
+            "experiments": {"parser_sample": {"train": PARSING_CI_TRAIN}},
+        },
     )
-    run_snakemake(
-        project, "--configfile", "configs/parsing.yaml", overlay, "--set-threads", "train=2"
-    )
+    run_snakemake(project, "--configfile", overlay, "--set-threads", "train=2")
     return project
 
 
 def test_the_treebank_sample_learns_to_parse_within_a_ci_budget(parsing_run):
-    scores = load_json(parsing_run / "results/scores/parser_sample/averaged/test.json")
+    scores = load_json(parsing_run / RESULTS / "scores/parser_sample/averaged/test.json")
     assert scores["sentences"] == 168  # documents 0170-0179
     evalb = scores["evalb"]["all"]
     assert evalb["f1"] >= PARSING_TEST_F1_FLOOR, evalb
@@ -59,9 +58,9 @@ def test_the_treebank_sample_learns_to_parse_within_a_ci_budget(parsing_run):
 
 
 def test_table4_puts_the_paper_beside_ours(parsing_run):
-    table = (parsing_run / "results/tables/table4.md").read_text()
+    table = (parsing_run / RESULTS / "tables/table4.md").read_text()
     assert "Transformer (4 layers)" in table and "91.3" in table and "92.7" in table
     (ours,) = [line for line in table.splitlines() if "| ours " in line]
     assert "test (documents 0170-0179, 168 sentences)" in ours
     assert "documents 0001-0159: 3396 sentences" in ours
-    assert not (parsing_run / "results/tables/table2.md").exists()
+    assert not (parsing_run / RESULTS / "tables/table2.md").exists()

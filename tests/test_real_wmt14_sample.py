@@ -7,12 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.conftest import copy_project, run_snakemake, shared, stage_sacrebleu_cache
 from tests.real_data import load_json, write_overlay
 
 pytestmark = [pytest.mark.timeout(1800), pytest.mark.system]
+
+RESULTS = "results/wmt14_en_de_sample"
 
 
 @pytest.fixture(scope="module")
@@ -21,20 +22,22 @@ def wmt14_sample_run(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("wmt14")
     cache = stage_sacrebleu_cache(base / "sacrebleu")
     project = copy_project(base / "project")
-    config = yaml.safe_load((project / "configs" / "wmt14_en_de_sample.yaml").read_text())
-    experiment = config["experiments"][0]
     # 3000 real tokens a step: about what the preset's 4000 padded ones held before steps
     # counted real tokens, which keeps this run's CI time
-    experiment["train"].update(max_steps=200, dev_every_steps=100, tokens_per_step=3000)
-    overlay = write_overlay(
+    train = {"max_steps": 200, "dev_every_steps": 100, "tokens_per_step": 3000}
+    overlay = write_overlay(  # the preset, refined: the shared copy, a CI-sized training
         project,
         "ci.yaml",
-        {"datasets": {"wmt14_en_de_sample": {"root": str(root)}}, "experiments": [experiment]},
+        {
+            "study": "wmt14_en_de_sample",
+            "include": ["configs/wmt14_en_de_sample.yaml"],
+            "datasets": {"wmt14_en_de_sample": {"root": str(root)}},
+            "experiments": {"small_en_de_sample": {"train": train}},
+        },
     )
     run_snakemake(
         project,
         "--configfile",
-        "configs/wmt14_en_de_sample.yaml",
         overlay,
         "--set-threads",
         "train=2",
@@ -53,7 +56,7 @@ def test_wmt14_sample_is_detokenized_before_bpe(wmt14_sample_run):
 
 
 def test_wmt14_sample_table2_puts_the_paper_beside_ours_on_both_newstest2014s(wmt14_sample_run):
-    table = (wmt14_sample_run / "results" / "tables" / "table2.md").read_text()
+    table = (wmt14_sample_run / RESULTS / "tables" / "table2.md").read_text()
     assert "Transformer (base model)" in table and "27.3" in table
     ours = [line for line in table.splitlines() if "| ours " in line]
     variants = ["(sacrebleu wmt14/full, 3003 lines)", "(sacrebleu wmt14, 2737 lines)"]
@@ -62,7 +65,7 @@ def test_wmt14_sample_table2_puts_the_paper_beside_ours_on_both_newstest2014s(wm
         cells = [cell.strip() for cell in row.split("|")]
         bleu, sacrebleu_score = cells[5], cells[6]
         assert float(bleu) >= 0 and float(sacrebleu_score) >= 0, row
-    scores = wmt14_sample_run / "results" / "scores" / "small_en_de_sample" / "averaged"
+    scores = wmt14_sample_run / RESULTS / "scores" / "small_en_de_sample" / "averaged"
     full = load_json(scores / "newstest2014.json")
     filtered = load_json(scores / "newstest2014_filtered.json")
     assert (full["sentences"], filtered["sentences"]) == (3003, 2737)

@@ -15,6 +15,7 @@ from tests.conftest import (
     PROJECT,
     copy_project,
     edit_config,
+    edit_toy_data,
     run_snakemake,
     shared,
     stage_sacrebleu_cache,
@@ -53,7 +54,7 @@ def files(stage: str, *splits: str, suffixes=("en", "de", "json")) -> set[str]:
 @pytest.fixture
 def project_copy(project_copy):
     """The workflow copy with the data stages only: the default config's trainings left out."""
-    edit_config(project_copy, lambda c: c.update(experiments=[]))
+    edit_config(project_copy, lambda c: c.update(experiments={}))
     return project_copy
 
 
@@ -65,7 +66,7 @@ ALL_SPLITS = ("train", "dev", "test")
 def built_once(tmp_path_factory) -> Path:
     """The default config's data stages, run once for real for the tests of this module."""
     root = copy_project(tmp_path_factory.mktemp("built") / "project")
-    edit_config(root, lambda c: c.update(experiments=[]))
+    edit_config(root, lambda c: c.update(experiments={}))
     run_snakemake(root)
     return root
 
@@ -108,7 +109,7 @@ def test_a_second_run_has_nothing_to_do(built):
 
 def test_clean_setting_reruns_training_clean_bpe_and_binarize_only(built):
     before = snapshot(built)
-    edit_config(built, lambda c: c["datasets"]["toy"]["clean"].update(max_ratio=1.3))
+    edit_toy_data(built, lambda toy: toy["clean"].update(max_ratio=1.3))
     run_snakemake(built)
     assert rewritten(before, snapshot(built)) == files("clean", "train") | SPM | files(
         "bin", *ALL_SPLITS
@@ -117,7 +118,7 @@ def test_clean_setting_reruns_training_clean_bpe_and_binarize_only(built):
 
 def test_vocabulary_size_reruns_bpe_and_binarize_only(built):
     before = snapshot(built)
-    edit_config(built, lambda c: c["datasets"]["toy"]["subword"].update(vocab_size=700))
+    edit_toy_data(built, lambda toy: toy["subword"].update(vocab_size=700))
     run_snakemake(built)
     assert rewritten(before, snapshot(built)) == SPM | files("bin", *ALL_SPLITS)
     assert load(built / "data/toy/spm/bpe.model").get_piece_size() == 700
@@ -125,7 +126,7 @@ def test_vocabulary_size_reruns_bpe_and_binarize_only(built):
 
 def test_dev_split_size_reruns_that_split_only(built):
     before = snapshot(built)
-    edit_config(built, lambda c: c["datasets"]["toy"]["splits"]["dev"].update(size=300))
+    edit_toy_data(built, lambda toy: toy["splits"]["dev"].update(size=300))
     run_snakemake(built)
     assert rewritten(before, snapshot(built)) == files("raw", "dev") | files(
         "clean", "dev"
@@ -157,7 +158,9 @@ def test_touch_records_an_edit_that_changes_no_result_without_rerunning(built):
 
 def use_only_dataset(root: Path, name: str, spec: dict) -> None:
     """Add a dataset to the config and make it the only one `snakemake` prepares."""
-    edit_config(root, lambda c: c.update(prepare=[name], datasets={**c["datasets"], name: spec}))
+    edit_config(
+        root, lambda c: c.update(prepare=[name], datasets={**c.get("datasets", {}), name: spec})
+    )
 
 
 def local_dataset(root: Path, source: list[str], target: list[str] | bytes) -> None:
@@ -219,12 +222,15 @@ def test_wmt14_preset_plans_every_stage(project_copy):
         "attention_maps": 2,
         "table": 3,  # params, Tables 2 and 3
         "figure": 3,  # learning rate, loss curves, averaging
+        "run_record": 1,
         "all": 1,
-        "total": 42,
+        "total": 43,
     }
     assert "data/wmt14_en_de/bin/newstest2014_filtered.en-de.de.idx" in result.stdout
-    assert "results/scores/big_en_de/averaged/newstest2014_filtered.json" in result.stdout
-    assert "results/scores/base_en_de/last/newstest2013.json" in result.stdout
+    assert (
+        "results/wmt14_en_de/scores/big_en_de/averaged/newstest2014_filtered.json" in result.stdout
+    )
+    assert "results/wmt14_en_de/scores/base_en_de/last/newstest2013.json" in result.stdout
     assert "data/toy/" not in result.stdout
 
 
@@ -287,12 +293,12 @@ def test_multi30k_preset_with_its_root_pointed_at_local_copies(project_copy):
 
 
 def test_parameter_table_and_the_snakemake_report(project_copy):
-    run_snakemake(project_copy, "results/tables/params.md")
-    markdown = (project_copy / "results/tables/params.md").read_text()
+    run_snakemake(project_copy, "results/toy/tables/params.md")
+    markdown = (project_copy / "results/toy/tables/params.md").read_text()
     assert "| base      |   6 |       512 |" in markdown and "nan" not in markdown
     assert "paper: Table 3 of Vaswani et al. 2017" in markdown
     assert "params at" not in markdown  # no experiment here: no trained vocabulary to count at
-    assert (project_copy / "results/tables/params.tex").read_text().startswith("\\begin{table}")
+    assert (project_copy / "results/toy/tables/params.tex").read_text().startswith("\\begin{table}")
     run_snakemake(project_copy, "--report", "report.html")
     assert "params.md" in (project_copy / "report.html").read_text(errors="replace")
 
@@ -326,8 +332,9 @@ def test_wsj_preset_plans_table4_and_no_translation_tables(project_copy, tmp_pat
         "decode": 3,  # averaged on dev and test, last checkpoint on dev
         "score_parse": 3,
         "table": 2,  # params, Table 4
+        "run_record": 1,
         "all": 1,
-        "total": 21,
+        "total": 22,
     }
 
 
@@ -356,10 +363,10 @@ def test_treebank_stage_writes_aligned_sides_and_stops_on_a_malformed_file(proje
 
 
 def test_a_dataset_mixing_treebank_and_text_splits_is_named(project_copy):
-    def mix(config):
-        config["datasets"]["toy"]["splits"]["test"] = {"source": "ptb", "sections": 23}
+    def mix(toy):
+        toy["splits"]["test"] = {"source": "ptb", "sections": 23}
 
-    edit_config(project_copy, mix)
+    edit_toy_data(project_copy, mix)
     result = run_snakemake(project_copy, "-n", check=False)
     assert result.returncode != 0
     assert "dataset 'toy' mixes `ptb` splits with ['toy'] ones" in result.stdout + result.stderr

@@ -39,14 +39,13 @@ def default_run(tmp_path_factory) -> Path:
 
 
 def scores(root: Path, name: str, checkpoint: str, split: str) -> dict:
-    return json.loads((root / f"results/scores/{name}/{checkpoint}/{split}.json").read_text())
+    return json.loads((root / f"results/toy/scores/{name}/{checkpoint}/{split}.json").read_text())
 
 
 def test_default_config_trains_every_experiment_and_averages(default_run):
     experiments = yaml.safe_load((default_run / "config.yaml").read_text())["experiments"]
     assert len(experiments) == 4
-    for entry in experiments:
-        name = entry["name"]
+    for name in experiments:
         summary = json.loads((default_run / f"runs/{name}/train.json").read_text())
         assert summary["steps"] == 500 and len(summary["average_weights"]) == 5
         assert summary["train_flops"] > 0 and summary["device_tflops_fp32"] > 0
@@ -80,11 +79,11 @@ def test_default_config_learns_to_translate_and_variants_score_differently(defau
 def test_default_config_fills_results_and_the_report(default_run):
     for table in ("params", "table2", "table3"):
         for suffix in ("md", "csv", "tex"):
-            assert (default_run / f"results/tables/{table}.{suffix}").stat().st_size > 0
-    params = pd.read_csv(default_run / "results/tables/params.csv").set_index("model")
+            assert (default_run / f"results/toy/tables/{table}.{suffix}").stat().st_size > 0
+    params = pd.read_csv(default_run / "results/toy/tables/params.csv").set_index("model")
     vocab = yaml.safe_load((default_run / "config.yaml").read_text())["datasets"]["toy"]["subword"]
     assert params.loc["tiny", f"params at toy's {vocab['vocab_size']} (M)"] < 1.5  # 5.7 at 37000
-    table2 = pd.read_csv(default_run / "results/tables/table2.csv")
+    table2 = pd.read_csv(default_run / "results/toy/tables/table2.csv")
     ours = table2[table2["source"] == "ours"]
     assert len(ours) == 4 and (table2["source"] == "paper").sum() == 8
     assert ours["train FLOPs, counted"].notna().all()
@@ -97,7 +96,7 @@ def test_default_config_fills_results_and_the_report(default_run):
     record = scores(default_run, "tiny_one_head", "averaged", "test")["paired_bootstrap"]
     assert record["baseline"] == "tiny" and record["difference"] < -5
     assert "bs:1000|seed:12345" in record["signature"]
-    table3 = pd.read_csv(default_run / "results/tables/table3.csv")
+    table3 = pd.read_csv(default_run / "results/toy/tables/table3.csv")
     ours3 = table3[table3["source"] == "ours"].set_index("row")
     assert ours3.loc["tiny_one_head", "sig."] == "*" and ours3["dev sacreBLEU ±95%"].notna().all()
     assert list(table3["row"]) == [
@@ -118,9 +117,9 @@ def test_default_config_fills_results_and_the_report(default_run):
     ]
     for figure in figures:
         for suffix in ("png", "pdf"):
-            assert (default_run / f"results/figures/{figure}.{suffix}").stat().st_size > 1000
-    run_snakemake(default_run, "--report", "results/report.zip")
-    with zipfile.ZipFile(default_run / "results/report.zip") as archive:
+            assert (default_run / f"results/toy/figures/{figure}.{suffix}").stat().st_size > 1000
+    run_snakemake(default_run, "--report", "results/toy/report.zip")
+    with zipfile.ZipFile(default_run / "results/toy/report.zip") as archive:
         names = archive.namelist()
     assert any(name.endswith("table2.md") for name in names)
     assert any(name.endswith("tiny.sentence1.png") for name in names)
@@ -162,7 +161,7 @@ def test_aiayn_translate_reads_stdin_keeps_empty_lines_and_takes_overrides(defau
 
 def test_a_decoding_setting_reruns_decode_score_and_report_but_not_training(default_run):
     # experiment tiny only
-    edit_config(default_run, lambda c: c["experiments"][0].update(decode={"alpha": 1.0}))
+    edit_config(default_run, lambda c: c["experiments"]["tiny"].update(decode={"alpha": 1.0}))
     trained = mtimes(default_run, "runs/*/train.json") | mtimes(
         default_run, "runs/*/averaged.safetensors"
     )
@@ -245,7 +244,7 @@ def test_editing_model_code_retrains_but_keeps_the_data(project_copy):
 
 def test_an_unknown_dev_split_is_a_clear_error(project_copy):
     quick_experiment(project_copy)
-    edit_config(project_copy, lambda c: c["experiments"][0].update(dev_split="valid"))
+    edit_config(project_copy, lambda c: c["experiments"]["quick"].update(dev_split="valid"))
     result = run_snakemake(project_copy, "-n", check=False)
     assert result.returncode != 0
     assert (

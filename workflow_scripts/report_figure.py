@@ -1,4 +1,4 @@
-"""Rule figure: one figure of results/figures/ as PNG and PDF."""
+"""Rule figure: one figure of results/<study>/figures/ as PNG and PDF."""
 
 import json
 from pathlib import Path

@@ -1,4 +1,5 @@
-"""Rule table: one table of results/tables/ as Markdown, CSV and LaTeX, beside the paper's rows."""
+"""Rule table: one table of results/<study>/tables/ as Markdown, CSV and LaTeX, beside the
+paper's rows."""
 
 from aiayn.logs import run_stage
 from aiayn.report import parsing_table, tables

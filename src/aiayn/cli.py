@@ -111,11 +111,12 @@ def locate(args: argparse.Namespace):
     """The averaged model, BPE model and decode settings of the experiment, with overrides."""
     from aiayn import paths
     from aiayn.experiments import resolve_evaluation
-    from aiayn.workflow_config import find_experiment, load_config
+    from aiayn.plan import Plan
+    from aiayn.workflow_config import load_config
 
     root = args.workdir
     config = load_config(root, [root / path for path in args.configfile])
-    entry = find_experiment(config, args.experiment)
+    entry = Plan(config).experiment_entry(args.experiment)
     settings = resolve_evaluation(entry, config["datasets"])["decode"]
     overrides = {
         "beam": args.beam,

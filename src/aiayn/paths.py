@@ -68,17 +68,31 @@ def decode_output(suffix, experiment="{experiment}", checkpoint="{checkpoint}", 
     return f"{run_dir(experiment)}/decode/{checkpoint}/{split}.{suffix}"
 
 
-def score_file(experiment="{experiment}", checkpoint="{checkpoint}", split="{split}") -> str:
-    return f"results/scores/{experiment}/{checkpoint}/{split}.json"
+# Results: each study's under results/<study>/ (aiayn.study), so studies never touch each other's.
 
 
-def table_file(table="{table}", suffix="md") -> str:
-    return f"results/tables/{table}.{suffix}"
+def results_dir(study="{study}") -> str:
+    return f"results/{study}"
 
 
-def figure_file(figure="{figure}", suffix="pdf") -> str:
-    return f"results/figures/{figure}.{suffix}"
+def score_file(
+    experiment="{experiment}", checkpoint="{checkpoint}", split="{split}", study="{study}"
+) -> str:
+    return f"{results_dir(study)}/scores/{experiment}/{checkpoint}/{split}.json"
 
 
-def attention_figure(view, suffix="pdf", experiment="{experiment}") -> str:
-    return figure_file(f"attention/{experiment}.{view}", suffix)
+def table_file(table="{table}", suffix="md", study="{study}") -> str:
+    return f"{results_dir(study)}/tables/{table}.{suffix}"
+
+
+def figure_file(figure="{figure}", suffix="pdf", study="{study}") -> str:
+    return f"{results_dir(study)}/figures/{figure}.{suffix}"
+
+
+def attention_figure(view, suffix="pdf", experiment="{experiment}", study="{study}") -> str:
+    return figure_file(f"attention/{experiment}.{view}", suffix, study)
+
+
+def run_record(study="{study}") -> str:
+    """What made the study's results: command, commit, device, times, settings."""
+    return f"{results_dir(study)}/run.json"

@@ -8,7 +8,9 @@ is unit-tested without Snakemake.
 
 from __future__ import annotations
 
-from aiayn import paths
+from dataclasses import asdict
+
+from aiayn import gpu_hours, paths
 from aiayn.errors import InputError
 from aiayn.experiments import resolve, resolve_evaluation
 
@@ -21,6 +23,7 @@ class Plan:
 
     def __init__(self, config: dict):
         self.config = config
+        self.study = config["study"]
 
     # ---- datasets ---------------------------------------------------------------------
 
@@ -68,7 +71,7 @@ class Plan:
         """The BPE model and binarized splits of every dataset in `prepare` or that an
         experiment uses."""
         files = []
-        used = [entry["dataset"] for entry in self.config["experiments"]]
+        used = [entry["dataset"] for entry in self.config["experiments"].values()]
         for name in dict.fromkeys(self.config["prepare"] + used):
             files.append(paths.subword_file("model", name))
             for split in self.dataset_entry(name)["splits"]:
@@ -78,15 +81,18 @@ class Plan:
     # ---- experiments ------------------------------------------------------------------
 
     def experiment_names(self) -> list[str]:
-        return [entry["name"] for entry in self.config["experiments"]]
+        return list(self.config["experiments"])
 
     def experiment_entry(self, name: str) -> dict:
-        for entry in self.config["experiments"]:
-            if entry["name"] == name:
-                return entry
-        raise ValueError(
-            f"experiment {name!r} is not in `experiments` (defined: {self.experiment_names()})"
-        )
+        """An experiment's settings with its name (the key it is defined under)."""
+        try:
+            return {"name": name, **self.config["experiments"][name]}
+        except KeyError:
+            raise InputError(
+                f"experiment {name!r} is not in the study's `experiments` (study "
+                f"{self.study!r}: {self.experiment_names()}); a preset's experiments need its "
+                "--configfile"
+            ) from None
 
     def experiment_dataset(self, name: str) -> str:
         """The name of the dataset an experiment trains and is scored on."""
@@ -100,12 +106,13 @@ class Plan:
         """Decode settings, evaluation splits and paper row of an experiment."""
         return resolve_evaluation(self.experiment_entry(name), self.config["datasets"])
 
+    def decode_settings(self, name: str) -> dict:
+        return asdict(self.evaluation_settings(name)["decode"])
+
     def check_experiments(self) -> None:
         """Resolve every experiment once, so that a bad one is reported before any job runs."""
         names = self.experiment_names()
-        if len(set(names)) != len(names):
-            raise InputError(f"experiment names must be unique: {names}")
-        for entry in self.config["experiments"]:
+        for entry in map(self.experiment_entry, names):
             resolve(entry, self.config["datasets"])
             resolve_evaluation(entry, self.config["datasets"])
         baseline = self.config["report"]["baseline"]
@@ -152,7 +159,7 @@ class Plan:
     def score_files(self, checkpoint: str | None = None, names=None) -> list[str]:
         """Score files of every experiment (or of `names`), or of its averaged or last model."""
         return [
-            paths.score_file(name, kind, split)
+            paths.score_file(name, kind, split, self.study)
             for name in (self.experiment_names() if names is None else names)
             for kind, split in self.scored_decodes(name)
             if checkpoint in (None, kind)
@@ -168,26 +175,51 @@ class Plan:
             for kind, split in self.scored_decodes(name)
         ]
 
+    def gpu_hours_report(self) -> str:
+        """The expected GPU-hours of every training job of the study, and their total."""
+        costs = [
+            gpu_hours.training_cost(name, self.experiment_entry(name), self.trainer_spec(name))
+            for name in self.experiment_names()
+        ]
+        return gpu_hours.report(costs)
+
     # ---- report -----------------------------------------------------------------------
 
     def attention_figures(self) -> list[str]:
         """The attention maps' output patterns: each sentence's heads, and the chosen word's."""
         count = len(self.config["report"]["attention_sentences"])
         views = [f"sentence{i + 1}" for i in range(count)] + ["word"]
-        return [paths.attention_figure(view, suffix) for view in views for suffix in ("png", "pdf")]
+        return [
+            paths.attention_figure(view, suffix, study=self.study)
+            for view in views
+            for suffix in ("png", "pdf")
+        ]
 
     def report_files(self) -> list[str]:
         """Tables and figures of the trained experiments: Tables 2 and 3 and the figures of those
         that translate, Table 4 of those that parse, and the parameter counts always."""
-        files = [paths.table_file("params")]
+        files = [self.table_file("params")]
         if self.parsing_experiments():
-            files.append(paths.table_file("table4"))
+            files.append(self.table_file("table4"))
         names = self.translation_experiments()
         if names:
-            files += [paths.table_file(table) for table in ("table2", "table3")]
-            files += [paths.figure_file(figure) for figure in FIGURES]
-            files += [paths.attention_figure("sentence1", experiment=name) for name in names]
+            files += [self.table_file(table) for table in ("table2", "table3")]
+            files += [paths.figure_file(figure, study=self.study) for figure in FIGURES]
+            files += [
+                paths.attention_figure("sentence1", experiment=name, study=self.study)
+                for name in names
+            ]
         return files
+
+    def table_file(self, table: str, suffix: str = "md") -> str:
+        return paths.table_file(table, suffix, self.study)
+
+    def train_summaries(self) -> list[str]:
+        return [paths.train_summary(name) for name in self.experiment_names()]
+
+    def run_record_inputs(self) -> list[str]:
+        """What the study's run record describes: every result file and training summary."""
+        return self.train_summaries() + self.score_files() + self.report_files()
 
     def report_experiments(self, names: list[str]) -> list[dict]:
         """What the tables and figures need to know of each experiment besides its files."""
@@ -224,7 +256,7 @@ class Plan:
             inputs["scores"] = self.score_files("last", names)
         elif name == "averaging":
             inputs["scores"] = [
-                paths.score_file(n, kind, self.experiment_entry(n)["dev_split"])
+                paths.score_file(n, kind, self.experiment_entry(n)["dev_split"], self.study)
                 for n in names
                 for kind in ("last", "averaged")
             ]

@@ -1,49 +1,38 @@
 """The workflow's config as `snakemake` sees it, for commands that run outside the workflow.
 
-`config.yaml`, then each `--configfile` merged key by key (lists replaced), then validated
-against the schema, which fills in every default: the same steps the Snakefile takes, with the
-schema the package carries (the checkout's schemas/config.schema.yaml links to it).
+The same steps the Snakefile takes: config.yaml, or the config files composed into one study
+(aiayn.study), then `--config`-style overrides, then validated against the schema the package
+carries (which fills in every default), with optional datasets whose data is absent left out.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from aiayn.errors import InputError
 from aiayn.schema import SCHEMA, SCHEMA_FILE
+from aiayn.study import absent_optional_datasets, compose_config, without_datasets
 
 
-def load_config(root: Path, configfiles: list[Path] = ()) -> dict:
-    """The validated config of the workflow in `root` with these config files on top."""
-    from snakemake.exceptions import WorkflowError
-    from snakemake.utils import update_config, validate
-
+def load_config(root: Path, configfiles: list[Path] = (), overrides: dict | None = None) -> dict:
+    """The validated config of the workflow in `root` with these config files."""
     if not (root / "config.yaml").is_file():
         raise InputError(
             f"{root.resolve()} has no config.yaml: run this from the workflow's folder "
             "(where the Snakefile is), or name it with --workdir"
         )
-    config: dict = {}
-    for path in [root / "config.yaml", *configfiles]:
-        if not path.is_file():
-            raise InputError(f"config file {path} does not exist")
-        update_config(config, yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    config = compose_config(root / "config.yaml", configfiles, overrides)
+    return validated(config)
+
+
+def validated(config: dict) -> dict:
+    """The composed config checked against the schema, defaults filled in, and without the
+    optional datasets whose data is absent (see `absent_optional_datasets`)."""
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
     try:
         validate(config, str(SCHEMA_FILE))
     except WorkflowError as err:
         raise InputError(f"the config does not validate against {SCHEMA}: {err}") from None
-    return config
-
-
-def find_experiment(config: dict, name: str) -> dict:
-    """The config's entry for experiment `name`."""
-    for entry in config["experiments"]:
-        if entry["name"] == name:
-            return entry
-    defined = [entry["name"] for entry in config["experiments"]]
-    raise InputError(
-        f"experiment {name!r} is not in the config's `experiments` (defined: {defined}); "
-        "a preset's experiments need its --configfile"
-    )
+    return without_datasets(config, absent_optional_datasets(config))

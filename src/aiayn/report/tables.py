@@ -186,6 +186,7 @@ def paper_table3_row(row: str, vocab_size: int = 37000) -> dict:
     preset = "base" if row in TABLE3_LABEL_SMOOTHING else row
     bleu, ppl, params, steps = TABLE3[row]
     return {
+        "pair": "en-de",
         "source": PAPER,
         "row": row,
         **architecture(build_config(vocab_size, preset)),
@@ -219,6 +220,7 @@ def table3(results: list[ExperimentResult], significance: float = 0.05) -> pd.Da
         record = result.scores.get(("last", result.dev_split))
         rows.append(
             {
+                "pair": result.pair,
                 "source": OURS,
                 "row": result.name,
                 **architecture(config),
@@ -240,7 +242,7 @@ TABLE2_CAPTION = (
     "Table 2, regenerated. Rows marked paper are Vaswani et al. (2017), newstest2014; rows "
     "marked ours are this run's averaged models on the test split named. BLEU (tok., compound "
     "split) is the paper's protocol; sacreBLEU is detokenized 13a (signatures in "
-    "results/scores/); ±95% is the half-width of each one's bootstrap 95% interval; p is "
+    "results/<study>/scores/); ±95% is the half-width of each one's bootstrap 95% interval; p is "
     "sacreBLEU's paired bootstrap test of the row's sacreBLEU against the baseline's on the same "
     "test set, * where p is below the config's report.significance. Training cost the paper's "
     "way is hours x devices x sustained single-precision TFLOPS (the paper's own rows: 8 P100 "

@@ -1,0 +1,86 @@
+"""What a study's training will cost before it runs: GPU-hours per training job and in total,
+printed by `snakemake -n` so that a cluster user sees the bill before submitting.
+
+A job's hours are its steps times its step time times its GPUs. The step time is the
+experiment's `expected_step_seconds` (measured or stated for its `processes` GPUs) where set;
+otherwise the paper's own (section 5.2: base 100k steps in 12 hours, big 300k in 3.5 days, on 8
+P100s), other models scaled from base by their FLOPs per step, in P100-hours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiayn import paths
+from aiayn.flops import forward_flops
+from aiayn.model_config import TransformerConfig, build_config
+from aiayn.paper import PAPER_TRAINING, PAPER_VOCABULARY
+
+PAPER_TOKENS_PER_STEP = 25000  # ~25000 source and ~25000 target tokens a batch (section 5.1)
+SENTENCE = 25  # tokens a side of a typical WMT sentence, for FLOPs ratios
+
+
+@dataclass
+class TrainingCost:
+    experiment: str
+    steps: int
+    gpus: int
+    step_seconds: float
+    basis: str  # where the step time comes from
+    trained: bool  # runs/<name>/train.json already exists: nothing left to pay
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.steps * self.step_seconds * self.gpus / 3600
+
+
+def paper_step_seconds(preset: str) -> float:
+    """Seconds per step of the paper's base or big model on its 8 P100s."""
+    hours, _, _, steps = PAPER_TRAINING[preset]
+    return hours * 3600 / steps
+
+
+def scaled_step_seconds(model: TransformerConfig, reference: str, tokens_per_step: int) -> float:
+    """The paper's step time of `reference` (base or big) scaled by this model's FLOPs per step
+    against the reference's (same sentence lengths, the paper's vocabulary)."""
+    paper = build_config(PAPER_VOCABULARY, reference)
+    ours = forward_flops(model, 1, SENTENCE, SENTENCE)
+    ratio = ours / forward_flops(paper, 1, SENTENCE, SENTENCE)
+    return paper_step_seconds(reference) * ratio * tokens_per_step / PAPER_TOKENS_PER_STEP
+
+
+def training_cost(name: str, entry: dict, spec: dict, root: Path = Path(".")) -> TrainingCost:
+    """One experiment's expected GPU-hours (its config entry, and its resolved trainer spec)."""
+    train = spec["train"]
+    trained = (root / paths.train_summary(name)).is_file()
+    if entry.get("expected_step_seconds"):
+        gpus = entry["processes"] * entry["nodes"]
+        return TrainingCost(
+            name, train["max_steps"], gpus, entry["expected_step_seconds"], "stated", trained
+        )
+    reference = "big" if entry["model"] == "big" else "base"
+    model = TransformerConfig(**spec["model"])
+    seconds = scaled_step_seconds(model, reference, train["tokens_per_step"])
+    same = abs(seconds / paper_step_seconds(reference) - 1) < 1e-9
+    basis = f"paper {reference}" + ("" if same else ", scaled by FLOPs")
+    return TrainingCost(name, train["max_steps"], 8, seconds, basis + " (8 P100)", trained)
+
+
+def report(costs: list[TrainingCost]) -> str:
+    """The dry run's lines: one per training job, then the total still to run."""
+    lines = [
+        "Expected training cost (GPU-hours = steps x seconds/step x GPUs; P100 where the step",
+        "time is the paper's; set an experiment's expected_step_seconds for your GPUs):",
+        f"  {'experiment':<24} {'steps':>8} {'s/step':>7} {'GPUs':>4} {'GPU-h':>8}  basis",
+    ]
+    for cost in costs:
+        done = "  (trained)" if cost.trained else ""
+        lines.append(
+            f"  {cost.experiment:<24} {cost.steps:>8} {cost.step_seconds:>7.3f} {cost.gpus:>4} "
+            f"{cost.gpu_hours:>8.1f}  {cost.basis}{done}"
+        )
+    remaining = sum(cost.gpu_hours for cost in costs if not cost.trained)
+    total = sum(cost.gpu_hours for cost in costs)
+    lines.append(f"  total: {total:.1f} GPU-hours, {remaining:.1f} of them still to train")
+    return "\n".join(lines)

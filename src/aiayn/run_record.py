@@ -1,0 +1,127 @@
+"""A study's run record (results/<study>/run.json): what made its results, so that a table pasted
+into a paper can be traced to a command, a commit, a device and its times.
+
+Written by the workflow's last job (rule run_record) whenever any result of the study changed; a
+run that changes nothing leaves it alone.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import shlex
+import subprocess
+from pathlib import Path
+
+from aiayn import paths
+
+
+def command_line(argv: list[str]) -> str:
+    """The command as typed: `snakemake ...`, whatever path the executable had."""
+    return shlex.join([Path(argv[0]).name, *argv[1:]])
+
+
+def commit_of(root: Path) -> dict:
+    """The checkout's commit, and whether its code differs from it (results/ not counted)."""
+
+    def git(*args: str) -> str | None:
+        done = subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, check=False
+        )
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if commit is None:
+        return {"commit": None, "uncommitted_changes": None}
+    changes = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")
+    return {"commit": commit, "uncommitted_changes": bool(changes)}
+
+
+def experiment_record(summary_path: str, decode: dict) -> dict:
+    """What one training says of its run (steps, time, device, dev perplexity), the settings it
+    trained with (its experiment.json) and the decode settings its scores used."""
+    summary = json.loads(Path(summary_path).read_text(encoding="utf-8"))
+    spec_path = Path(summary_path).with_name(paths.EXPERIMENT_SPEC)
+    spec = json.loads(spec_path.read_text(encoding="utf-8")) if spec_path.is_file() else {}
+    return {
+        "steps": summary["steps"],
+        "ended_by": summary.get("ended_by"),
+        "epochs": summary.get("epochs"),
+        "train_seconds": round(summary["seconds"], 1),
+        "processes": summary.get("processes"),
+        "device": summary.get("device_name") or summary.get("device"),
+        "precision": summary.get("precision"),
+        "real_tokens_per_step": summary.get("real_tokens_per_step"),
+        "dev_ppl": round(summary["dev_ppl"], 3) if summary.get("dev_ppl") else None,
+        "model": spec.get("model"),
+        "train": spec.get("train"),
+        "decode": decode,
+    }
+
+
+def score_record(score_path: str) -> dict:
+    """The headline figures of one score file: BLEU (both protocols) and chrF, or EVALB's."""
+    scores = json.loads(Path(score_path).read_text(encoding="utf-8"))
+    if "evalb" in scores:
+        evalb = scores["evalb"]["all"]
+        return {
+            "f1": round(evalb["f1"], 2),
+            "precision": round(evalb["precision"], 2),
+            "recall": round(evalb["recall"], 2),
+            "sentences": scores["sentences"],
+        }
+    sacrebleu = scores["sacrebleu"]
+    return {
+        "sacrebleu": round(sacrebleu["score"], 2),
+        "brevity_penalty": round(sacrebleu["brevity_penalty"], 3),
+        "ref_len_13a": sacrebleu.get("ref_len"),
+        "tokenized_bleu": round(scores["tokenized_bleu"]["score"], 2),
+        "chrf": round(scores["chrf"]["score"], 2),
+        "sentences": scores["sentences"],
+    }
+
+
+def run_record(
+    study: str,
+    argv: list[str],
+    configfiles: list[str],
+    root: Path,
+    started: float,
+    experiments: dict[str, tuple[str, dict]],
+    scores: list[str],
+) -> dict:
+    """The record of the snakemake invocation that (re)made the study's results; `experiments`
+    maps each name to its train.json and its decode settings."""
+    now = datetime.datetime.now(datetime.UTC)
+    results = Path(paths.results_dir(study))
+    return {
+        "study": study,
+        "command": command_line(argv),
+        "configfiles": [os.path.relpath(f, root) for f in configfiles],
+        **commit_of(root),
+        "finished": now.isoformat(timespec="seconds"),
+        "invocation_seconds": round(now.timestamp() - started, 1),
+        "host": {"machine": platform.machine(), "cpus": os.cpu_count()},
+        "experiments": {
+            name: experiment_record(summary, decode)
+            for name, (summary, decode) in experiments.items()
+        },
+        "scores": {
+            Path(path).relative_to(results / "scores").with_suffix("").as_posix(): score_record(
+                path
+            )
+            for path in scores
+        },
+    }
+
+
+def write_run_record(output: str, **fields) -> dict:
+    """Write the record next to the study's results, atomically (never a half-written file)."""
+    record = run_record(**fields)
+    target = Path(output)
+    partial = target.with_name(target.name + ".partial")
+    partial.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    partial.replace(target)
+    return record

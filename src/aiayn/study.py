@@ -1,0 +1,169 @@
+"""Config files composed into one study: which files count, how they add up, what it is called.
+
+Without `--configfile`, the study is config.yaml (the toy study). With config files, config.yaml
+is left out entirely, so its toy experiments never leak into a preset's run, and the files add up:
+
+- `experiments` and `datasets` are keyed by name. Files given side by side (on the command line,
+  or in one `include:` list) add their entries; a name they both define must have the same
+  settings, else it is an error naming both files.
+- A file's `include:` list (paths relative to that file) is read first; the file's own entries
+  then refine what it included, key by key (so paper.yaml can mark the WSJ as optional).
+- `prepare` lists are joined; other settings: the later file wins.
+- The study is named by each command-line file's `study:` (or its file name), joined by `+`
+  when several differ; `--config study=NAME` names it outright. Its results go to results/<study>/.
+
+`--config` overrides go on last, merged key by key as Snakemake merges them.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from aiayn.errors import InputError
+
+NAMED_SECTIONS = ("experiments", "datasets")
+
+
+@dataclass
+class Layer:
+    """The settings one file (with its includes) contributes, and which file defined each
+    experiment and dataset."""
+
+    config: dict = field(default_factory=dict)
+    origins: dict = field(default_factory=dict)  # (section, name) -> the defining file
+    study: str | None = None
+
+
+def compose_config(
+    default: Path, configfiles: Sequence[Path] = (), overrides: Mapping | None = None
+) -> dict:
+    """The study's config (not yet validated): `default` alone, or the config files added up,
+    then `overrides` (Snakemake's --config) on top."""
+    files = [Path(f) for f in configfiles] or [Path(default)]
+    layers = [read_layer(path, ()) for path in files]
+    config = side_by_side(layers).config
+    studies = [layer.study or path.stem for layer, path in zip(layers, files, strict=True)]
+    config["study"] = "+".join(dict.fromkeys(studies))
+    merge(config, copy.deepcopy(dict(overrides or {})))
+    return config
+
+
+def read_layer(path: Path, including: tuple[Path, ...]) -> Layer:
+    """One file with everything it includes, its own entries refining the included ones."""
+    resolved = path.resolve()
+    if resolved in including:
+        chain = " -> ".join(str(p) for p in (*including, resolved))
+        raise InputError(f"config files include each other in a circle: {chain}")
+    own = load_file(path)
+    includes = own.pop("include", [])
+    if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
+        raise InputError(f"{path}: `include` must be a list of config file paths")
+    included = side_by_side(
+        [read_layer(path.parent / name, (*including, resolved)) for name in includes]
+    )
+    layer = Layer(included.config, dict(included.origins), own.pop("study", None))
+    for section in NAMED_SECTIONS:
+        entries = layer.config.setdefault(section, {})
+        for name, settings in (own.pop(section, None) or {}).items():
+            if name in entries and isinstance(settings, dict):
+                merge(entries[name], settings)
+            else:
+                entries[name] = settings
+            layer.origins[(section, name)] = path
+    layer.config["prepare"] = joined(layer.config.get("prepare"), own.pop("prepare", None))
+    merge(layer.config, own)
+    return layer
+
+
+def side_by_side(layers: list[Layer]) -> Layer:
+    """Layers that add up: named entries joined (a name twice must agree), `prepare` joined,
+    other settings the later layer's."""
+    total = Layer({section: {} for section in NAMED_SECTIONS})
+    for layer in layers:
+        for section in NAMED_SECTIONS:
+            entries = total.config[section]
+            for name, settings in layer.config.get(section, {}).items():
+                key = (section, name)
+                if name in entries and entries[name] != settings:
+                    raise InputError(
+                        f"{section[:-1]} {name!r} is defined twice with different settings: in "
+                        f"{total.origins[key]} and in {layer.origins[key]}. Give one of them "
+                        "another name, or define it in one file that both include"
+                    )
+                if name not in entries:
+                    entries[name] = copy.deepcopy(settings)
+                    total.origins[key] = layer.origins[key]
+        total.config["prepare"] = joined(total.config.get("prepare"), layer.config.get("prepare"))
+        rest = {k: v for k, v in layer.config.items() if k not in (*NAMED_SECTIONS, "prepare")}
+        merge(total.config, copy.deepcopy(rest))
+    return total
+
+
+def load_file(path: Path) -> dict:
+    if not path.is_file():
+        raise InputError(f"config file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise InputError(f"config file {path} is not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"config file {path} must hold a mapping of settings")
+    for section in NAMED_SECTIONS:
+        if isinstance(data.get(section), list):
+            raise InputError(
+                f"{path}: `{section}` is a list; it is keyed by name, so that config files add "
+                f"to each other: write `{section}: {{NAME: {{...}}}}` with each entry's name as "
+                "its key (and no `name:` inside)"
+            )
+        if data.get(section) is not None and not isinstance(data[section], dict):
+            raise InputError(f"{path}: `{section}` must map names to settings")
+    return data
+
+
+def joined(first, second) -> list:
+    """Two `prepare` lists as one, in order, each name once."""
+    return list(dict.fromkeys([*(first or []), *(second or [])]))
+
+
+def merge(config: dict, update: Mapping) -> None:
+    """Snakemake's key-by-key merge (snakemake.utils.update_config): nested mappings merged,
+    everything else replaced."""
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(config.get(key), dict):
+            merge(config[key], value)
+        else:
+            config[key] = copy.deepcopy(value)
+
+
+def absent_optional_datasets(config: dict) -> dict[str, str]:
+    """Datasets marked `optional` whose local root folder does not exist (data the user must
+    supply, like the LDC's WSJ), each with the one line that says how to add it."""
+    absent = {}
+    for name, dataset in config["datasets"].items():
+        root = dataset.get("root")
+        if not dataset.get("optional") or root is None or "://" in root:
+            continue
+        if not Path(root).expanduser().exists():
+            users = [n for n, e in config["experiments"].items() if e["dataset"] == name]
+            absent[name] = (
+                f"left out {', '.join(users) or 'nothing'}: dataset {name!r} has no data at "
+                f"{root}; to add it: --config 'datasets={{{name}: {{root: /path/to/it}}}}'"
+            )
+    return absent
+
+
+def without_datasets(config: dict, names) -> dict:
+    """The config without these datasets, their experiments, or their `prepare` entries."""
+    names = set(names)
+    kept = copy.deepcopy(config)
+    kept["datasets"] = {n: d for n, d in kept["datasets"].items() if n not in names}
+    kept["experiments"] = {
+        n: e for n, e in kept["experiments"].items() if e["dataset"] not in names
+    }
+    kept["prepare"] = [n for n in kept["prepare"] if n not in names]
+    return kept
