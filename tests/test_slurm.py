@@ -150,6 +150,23 @@ def test_profile_slurm_as_typed_plans_every_train_job_with_its_gpus(slurm_cluste
         assert job["cpus_per_gpu"] == "8" and job["mem_mb"] == "64000", job
 
 
+def test_the_paper_study_plans_on_the_cluster_with_its_gpus_and_gpu_hours(slurm_cluster, tmp_path):
+    """configs/paper.yaml under `--profile slurm`: every training job of Tables 2 and 3 (both
+    pairs) planned with its GPU, and the GPU-hours it is expected to cost printed first."""
+    root = copy_project(tmp_path / "project")
+    env = link_profile(root, tmp_path / "home")
+    plan = run_as_typed(root, env, "-n", "--configfile", "configs/paper.yaml")
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    output = plan.stdout + plan.stderr
+    jobs = planned_train_jobs(output)
+    assert len(jobs) == 4 + 18  # Table 2's four (also Table 3's base and big rows) + rows A-E
+    assert all(job["gres"] == "gpu:1" and job["nodes"] == "1" for job in jobs), jobs
+    for table in ("table2", "table3", "params"):
+        assert f"results/paper/tables/{table}.md" in output
+    assert "big_en_fr                  300000" in output and "total: " in output
+    assert "left out parser_wsj" in output
+
+
 def test_a_users_own_slurm_profile_gets_the_workflows_resources(slurm_cluster, tmp_path):
     """Someone with a `slurm` profile of their own keeps it: the per-rule needs come from the
     workflow profile, the GPUs per train job from the experiment."""

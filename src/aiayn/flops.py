@@ -11,10 +11,12 @@ import os
 import platform
 import time
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from aiayn.model_config import TransformerConfig
+
+if TYPE_CHECKING:  # torch is imported where a device is measured: counting must stay light,
+    import torch  # since the workflow counts FLOPs when it loads (the GPU-hours estimate)
 
 
 def attention_flops(config: TransformerConfig, queries: int, keys: int, project_keys: bool) -> int:
@@ -55,6 +57,8 @@ def sustained_tflops(device: torch.device, dtype: torch.dtype, seconds: float = 
     paper's-way cost takes float32 with TF32 off (true fp32, as a P100 computed it); an H100's
     bf16 tensor-core rate is about ten times that and is shown beside it, labelled.
     """
+    import torch
+
     if device.type == "cuda" and dtype == torch.float32:
         allowed = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -66,6 +70,8 @@ def sustained_tflops(device: torch.device, dtype: torch.dtype, seconds: float = 
 
 
 def measure_matmul(device: torch.device, dtype: torch.dtype, seconds: float) -> float:
+    import torch
+
     size = 4096 if device.type == "cuda" else 512
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
@@ -86,6 +92,8 @@ def measure_matmul(device: torch.device, dtype: torch.dtype, seconds: float) -> 
 
 def device_name(device: torch.device) -> str:
     """The GPU's name, or the CPU model with the cores and threads used."""
+    import torch
+
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     model = platform.processor() or platform.machine()
