@@ -9,7 +9,6 @@ targets.
 import hashlib
 import re
 import sys
-import time
 from pathlib import Path
 
 SRC_DIR = Path(workflow.basedir) / "src" / "aiayn"
@@ -22,12 +21,13 @@ from aiayn.data.sources import is_url, local_files
 from aiayn.errors import InputError
 from aiayn.parsing.treebank import select_files
 from aiayn.plan import FIGURES, TABLES, Plan
-from aiayn.run_record import write_run_record
+from aiayn.run_record import remember_invocation, write_run_record
 from aiayn.workflow import package_modules, use_this_checkout
 
 use_this_checkout(SRC_DIR.parent)
 plan = Plan(config)
-STARTED = time.time()  # this invocation's start, for the run record
+if workflow.is_main_process:
+    remember_invocation(sys.argv)  # the command typed, for the run record (aiayn.run_record)
 
 
 wildcard_constraints:
@@ -157,14 +157,12 @@ def baseline_hypotheses(wildcards):
 
 
 def record_study_run(output, log):
-    """Write the study's run record from the main process (which knows the command typed)."""
+    """Write the study's run record, with the command the main process remembered."""
     record = write_run_record(
         output,
         study=plan.study,
-        argv=sys.argv,
         configfiles=[str(f) for f in workflow.config_settings.configfiles],
         root=Path(workflow.basedir),
-        started=STARTED,
         experiments={
             name: (paths.train_summary(name), plan.decode_settings(name))
             for name in plan.experiment_names()

@@ -335,26 +335,49 @@ def test_ci_runs_exactly_the_readme_install_and_test_commands():
     assert 'python -m pip install -e ".[dev]"' in ci and "\npytest || status=$?" in ci
 
 
+COMMITTED_STUDIES = ("toy", "multi30k", "wmt14_en_de_sample", "ptb_sample")
+
+
+def study_record(study: str) -> dict:
+    return json.loads((PROJECT / "results" / study / "run.json").read_text())
+
+
+@pytest.mark.parametrize("study", COMMITTED_STUDIES)
+def test_committed_studies_are_what_the_workflow_wrote_at_a_commit(study):
+    """Each committed study is one workflow run's results/<study>/: its run.json (written by the
+    workflow) names the study, a commit with no uncommitted code, and every score file there."""
+    record = study_record(study)
+    assert record["study"] == study and record["command"].startswith("snakemake ")
+    assert record["commit"] and record["uncommitted_changes"] is False
+    folder = PROJECT / "results" / study / "scores"
+    on_disk = {p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.json")}
+    assert on_disk == set(record["scores"])
+    assert sorted(p.name for p in (PROJECT / "results").iterdir() if p.is_dir()) == sorted(
+        COMMITTED_STUDIES
+    )
+
+
 def test_readme_quotes_the_committed_multi30k_run():
     """The README's Multi30k row is the run recorded in results/multi30k/run.json."""
-    run_record = json.loads((PROJECT / "results" / "multi30k" / "run.json").read_text())
+    run_record = study_record("multi30k")
+    experiment = run_record["experiments"]["multi30k_small"]
     scores = json.loads(
         (
             PROJECT / "results/multi30k/scores/multi30k_small/averaged/test_2016_flickr.json"
         ).read_text()
     )
-    test = run_record["scores"]["averaged_test_2016_flickr"]
+    test = run_record["scores"]["multi30k_small/averaged/test_2016_flickr"]
     assert round(scores["sacrebleu"]["score"], 2) == test["sacrebleu"] >= 30
     assert round(scores["sacrebleu"]["brevity_penalty"], 3) == test["brevity_penalty"] >= 0.95
-    assert scores["decode"]["alpha"] == run_record["decode"]["alpha"]
-    assert run_record["train_seconds"] <= 30 * 60
+    assert scores["decode"]["alpha"] == experiment["decode"]["alpha"]
+    assert experiment["train_seconds"] <= 30 * 60
     page = doc("results.md")
     row = next(line for line in page.splitlines() if line.startswith("| CPU, ≤ 30 min"))
     assert f"**{test['sacrebleu']:.1f}**" in row
-    assert f"{run_record['train_seconds']:.0f} s" in row
+    assert f"{experiment['train_seconds']:.0f} s" in row
     assert same_command(run_record["command"], page)
     row = readme_row("| Multi30k")
-    assert f"**{test['sacrebleu']:.1f}**" in row and f"{run_record['train_seconds']:.0f} s" in row
+    assert f"**{test['sacrebleu']:.1f}**" in row and f"{experiment['train_seconds']:.0f} s" in row
 
 
 def test_the_fidelity_page_quotes_the_short_outputs_measurements():
@@ -374,16 +397,17 @@ def test_the_fidelity_page_quotes_the_short_outputs_measurements():
     config = yaml.safe_load((PROJECT / "configs/multi30k.yaml").read_text())
     experiment = config["experiments"]["multi30k_small"]
     assert experiment["decode"]["alpha"] == record["averaged"]["best_alpha"]
-    run_record = json.loads((PROJECT / "results" / "multi30k" / "run.json").read_text())
+    run_record = study_record("multi30k")["experiments"]["multi30k_small"]
     assert record["settings"]["alpha"] == 0.6  # the paper's, whose effect was measured
     assert run_record["decode"]["alpha"] == experiment["decode"]["alpha"]
 
 
 def test_readme_quotes_the_committed_wmt14_sample_run():
-    run_record = json.loads((PROJECT / "results" / "wmt14_en_de_sample" / "run.json").read_text())
+    run_record = study_record("wmt14_en_de_sample")
+    scores = "small_en_de_sample/averaged/newstest2014"
     page = doc("results.md")
-    for key, label in (("full", "full"), ("filtered", "filtered")):
-        score = run_record["scores"][f"averaged_newstest2014_{key}"]
+    for key, label in (("", "full"), ("_filtered", "filtered")):
+        score = run_record["scores"][scores + key]
         row = next(
             line for line in page.splitlines() if line.startswith(f"| newstest2014, {label}")
         )
@@ -395,9 +419,10 @@ def test_readme_quotes_the_committed_wmt14_sample_run():
             f"{score['sacrebleu']:.2f}",
             f"{score['chrf']:.1f}",
         ]
-    full = run_record["scores"]["averaged_newstest2014_full"]
+    full = run_record["scores"][scores]
+    seconds = run_record["experiments"]["small_en_de_sample"]["train_seconds"]
     row = readme_row("| WMT14 EN→DE, a 10000-pair sample")
-    assert f"**{full['sacrebleu']:.2f}**" in row and f"{run_record['train_seconds']:.0f} s" in row
+    assert f"**{full['sacrebleu']:.2f}**" in row and f"{seconds:.0f} s" in row
     table = (PROJECT / "results/wmt14_en_de_sample/tables/table2.md").read_text()
     assert "Transformer (base model)" in table and "(sacrebleu wmt14/full, 3003 lines)" in table
 
@@ -406,17 +431,18 @@ def test_readme_quotes_the_committed_parsing_run():
     """The README's Table 4 row is the run recorded in results/ptb_sample/run.json, and the
     committed Table 4 and score file agree with it."""
     folder = PROJECT / "results" / "ptb_sample"
-    run_record = json.loads((folder / "run.json").read_text())
+    run_record = study_record("ptb_sample")
+    seconds = run_record["experiments"]["parser_sample"]["train_seconds"]
     scores = json.loads((folder / "scores/parser_sample/averaged/test.json").read_text())
-    figures = run_record["scores"]["averaged_test"]
+    figures = run_record["scores"]["parser_sample/averaged/test"]
     assert round(scores["evalb"]["all"]["f1"], 2) == figures["f1"]
     assert scores["sentences"] == figures["sentences"] == 168
     page = doc("results.md")
     row = next(line for line in page.splitlines() if line.startswith("| Penn Treebank sample"))
-    assert f"**{figures['f1']:.1f}**" in row and f"{run_record['train_seconds']:.0f} s" in row
+    assert f"**{figures['f1']:.1f}**" in row and f"{seconds:.0f} s" in row
     assert same_command(run_record["command"], page)
     row = readme_row("| Penn Treebank sample")
-    assert f"**{figures['f1']:.1f}**" in row and f"{run_record['train_seconds']:.0f} s" in row
+    assert f"**{figures['f1']:.1f}**" in row and f"{seconds:.0f} s" in row
     table = (folder / "tables/table4.md").read_text()
     assert f"{figures['f1']:.2f}".rstrip("0").rstrip(".") in table
 

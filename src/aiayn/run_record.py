@@ -13,14 +13,33 @@ import os
 import platform
 import shlex
 import subprocess
+import time
 from pathlib import Path
 
 from aiayn import paths
 
+INVOCATION = "AIAYN_INVOCATION"  # the main snakemake process's command and start, for its jobs
+
+
+def remember_invocation(argv: list[str]) -> None:
+    """Called by the main snakemake process: the jobs it starts (a `run:` job too runs in a
+    child process, with its own argv) inherit the command typed and when it started."""
+    os.environ[INVOCATION] = json.dumps({"argv": argv, "started": time.time()})
+
+
+def invocation() -> tuple[list[str], float]:
+    """The command typed and its start time, as the main process remembered them."""
+    if INVOCATION not in os.environ:
+        raise RuntimeError(f"{INVOCATION} is unset: the run record is written by a snakemake job")
+    remembered = json.loads(os.environ[INVOCATION])
+    return remembered["argv"], remembered["started"]
+
 
 def command_line(argv: list[str]) -> str:
-    """The command as typed: `snakemake ...`, whatever path the executable had."""
-    return shlex.join([Path(argv[0]).name, *argv[1:]])
+    """The command as typed: `snakemake ...`, whatever path the executable had (or
+    `python -m snakemake`, whose argv[0] is snakemake's __main__.py)."""
+    program = Path(argv[0]).name
+    return shlex.join(["snakemake" if program == "__main__.py" else program, *argv[1:]])
 
 
 def commit_of(root: Path) -> dict:
@@ -85,15 +104,14 @@ def score_record(score_path: str) -> dict:
 
 def run_record(
     study: str,
-    argv: list[str],
     configfiles: list[str],
     root: Path,
-    started: float,
     experiments: dict[str, tuple[str, dict]],
     scores: list[str],
 ) -> dict:
     """The record of the snakemake invocation that (re)made the study's results; `experiments`
     maps each name to its train.json and its decode settings."""
+    argv, started = invocation()
     now = datetime.datetime.now(datetime.UTC)
     results = Path(paths.results_dir(study))
     return {
