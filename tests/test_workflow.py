@@ -338,6 +338,19 @@ def test_wsj_preset_plans_table4_and_no_translation_tables(project_copy, tmp_pat
     }
 
 
+def test_the_paper_study_plans_table4_once_the_wsj_path_is_given(project_copy, tmp_path):
+    root = fake_wsj(tmp_path / "wsj")
+    config = f"datasets={{wsj: {{root: {root}}}}}"
+    result = run_snakemake(
+        project_copy, "-n", "--configfile", "configs/paper.yaml", "--config", config
+    )
+    said = result.stdout + result.stderr
+    assert "left out" not in said and "runs/parser_wsj/train.json" in said
+    assert "results/paper/tables/table4.md" in said and "results/paper/tables/table2.md" in said
+    counts = job_counts(result.stdout)
+    assert counts["train"] == 23 and counts["treebank"] == 3 and counts["table"] == 4
+
+
 def test_treebank_stage_writes_aligned_sides_and_stops_on_a_malformed_file(project_copy, tmp_path):
     root = fake_wsj(tmp_path / "wsj")
     config = f"datasets={{wsj: {{root: {root}}}}}"
