@@ -111,3 +111,16 @@ def test_the_snakefile_validates_against_the_schema_the_package_carries():
 
     assert 'validate(config, "schemas/config.schema.yaml")' in (PROJECT / "Snakefile").read_text()
     assert (PROJECT / SCHEMA).resolve() == SCHEMA_FILE
+
+
+def test_lines_longer_than_any_training_sentence_are_warned_of(caplog):
+    """A 3000-word line would come back as a few words: say so, with the line and the remedy."""
+    from aiayn.cli import warn_of_long_lines
+
+    lines = ["a short line", " ".join(["word"] * 3000), "", " ".join(["w"] * 251)]
+    with caplog.at_level("WARNING", logger="aiayn"):
+        assert warn_of_long_lines(lines, 250) == [2, 4]
+    assert "2 line(s) have more than 250 words" in caplog.text and "(lines 2, 4)" in caplog.text
+    assert "Split such text into sentences" in caplog.text
+    caplog.clear()
+    assert warn_of_long_lines(lines[:1], 250) == [] and not caplog.text

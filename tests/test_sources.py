@@ -75,6 +75,23 @@ def test_local_gzip_files_are_copied_byte_for_byte(tmp_path):
     )
 
 
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_a_damaged_gzip_source_names_the_file_and_writes_nothing(tmp_path, damage):
+    whole = gzip.compress("".join(f"line {i}\n" for i in range(20000)).encode())
+    broken = whole[: len(whole) // 2] if damage == "truncated" else whole[:30] + b"x" * 200
+    for lang in ("en", "de"):
+        (tmp_path / f"train.{lang}.gz").write_bytes(broken)
+    spec = {"source": "local", "paths": {"en": "train.en.gz", "de": "train.de.gz"}}
+    (tmp_path / "out").mkdir()
+    outs = outputs(tmp_path / "out")
+    with pytest.raises(InputError) as error:
+        fetch(spec, ("en", "de"), outs, split="train", root=str(tmp_path))
+    message = str(error.value)
+    assert f"{tmp_path}/train.en.gz: the gzip file is truncated or corrupt" in message
+    assert "Fetch it again" in message
+    assert not any((tmp_path / "out").iterdir())  # no half-written copy left behind
+
+
 def test_local_missing_file_says_where_it_looked(tmp_path):
     spec = {"source": "local", "paths": {"en": "nope.en", "de": "nope.de"}}
     with pytest.raises(InputError, match=r"nope\.en: no such file.*root"):

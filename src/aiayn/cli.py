@@ -66,7 +66,7 @@ def add_config_arguments(command: argparse.ArgumentParser) -> None:
         nargs="+",
         type=Path,
         default=[],
-        help="config files on top of config.yaml, as given to snakemake",
+        help="the study's config files, as given to snakemake (default: config.yaml)",
     )
     command.add_argument("--workdir", type=Path, default=Path("."), help="the workflow's folder")
 
@@ -84,9 +84,10 @@ def main(argv: list[str] | None = None) -> int:
 def run_translate(args: argparse.Namespace) -> int:
     from aiayn.translate import translate_lines
 
-    model_path, subword_path, settings = locate(args)
+    model_path, subword_path, settings, trained_words = locate(args)
     lines = read_input(args.input)
     log.info("%s: %d lines, %s", model_path, len(lines), settings)
+    warn_of_long_lines(lines, trained_words)
     translations = translate_lines(model_path, subword_path, lines, settings, args.device)
     text = "".join(line + "\n" for line in translations)
     if args.output:
@@ -118,6 +119,7 @@ def locate(args: argparse.Namespace):
     config = load_config(root, [root / path for path in args.configfile])
     entry = Plan(config).experiment_entry(args.experiment)
     settings = resolve_evaluation(entry, config["datasets"])["decode"]
+    trained_words = config["datasets"][entry["dataset"]]["clean"]["max_tokens"]
     overrides = {
         "beam": args.beam,
         "alpha": args.alpha,
@@ -138,7 +140,25 @@ def locate(args: argparse.Namespace):
                 f"`snakemake --cores all {target}` (and the same --configfile)"
             )
     log.info("decode settings: %s", asdict(settings))
-    return model_path, subword_path, settings
+    return model_path, subword_path, settings, trained_words
+
+
+def warn_of_long_lines(lines: list[str], trained_words: int) -> list[int]:
+    """Warn of lines longer than any sentence the model trained on (the clean stage kept pairs
+    of at most `trained_words` words): a model never learns to write outputs that long, so such
+    a line comes back short. Returns their line numbers."""
+    long = [number for number, line in enumerate(lines, 1) if len(line.split()) > trained_words]
+    if long:
+        shown = ", ".join(map(str, long[:5])) + (", ..." if len(long) > 5 else "")
+        log.warning(
+            "%d line(s) have more than %d words, longer than any sentence the model trained on "
+            "(lines %s): expect short translations of them. Split such text into sentences, one "
+            "per line (e.g. with sacremoses or nltk's sentence splitter), and translate those.",
+            len(long),
+            trained_words,
+            shown,
+        )
+    return long
 
 
 def read_input(path: Path | None) -> list[str]:

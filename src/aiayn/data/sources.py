@@ -15,6 +15,7 @@ import os
 import shutil
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -103,7 +104,14 @@ def _open_location(location: str):
         stream = stack.enter_context(opened)
         if location.endswith(".gz"):
             stream = stack.enter_context(gzip.GzipFile(fileobj=stream))
-        yield stream
+        try:
+            yield stream
+        except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+            raise InputError(
+                f"{location}: the gzip file is truncated or corrupt ({type(err).__name__}: "
+                f"{err or 'it ends early'}); nothing was written from it. Fetch it again "
+                "(`gzip -t` checks a copy), or point this split's `paths` at a good one."
+            ) from None
 
 
 def _copy_stream(location: str, output: str) -> str:
