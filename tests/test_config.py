@@ -156,6 +156,10 @@ def merged(*names):
     return load_config(PROJECT, [PROJECT / name for name in names[1:]])
 
 
+def study_of(name: str) -> dict:
+    return load_config(PROJECT, [PROJECT / name])
+
+
 def entries(config: dict) -> list[dict]:
     """The study's experiments, each with its name."""
     plan = Plan(config)
@@ -389,3 +393,14 @@ def test_names_a_shell_would_split_and_unknown_presets_are_refused_before_any_jo
         validate(config, SCHEMA)
         for entry in entries(config):
             resolve(entry, config["datasets"])
+
+
+def test_the_en_fr_preset_says_its_vocabulary_is_bpe_not_the_papers_word_pieces():
+    """The paper's EN-FR vocabulary was 32000 word-pieces; ours is sentencepiece BPE of that size,
+    and the preset must say so rather than call it word-pieces."""
+    config = study_of("configs/wmt14_en_fr.yaml")
+    assert config["datasets"]["wmt14_en_fr"]["subword"]["vocab_size"] == 32000
+    for name in ("configs/wmt14_en_fr.yaml", "configs/data/wmt14_en_fr.yaml"):
+        text = (PROJECT / name).read_text()
+        assert "BPE" in text and "a 32000 word-piece vocabulary" not in text, name
+    assert "has no WordPiece trainer" in (PROJECT / "configs/data/wmt14_en_fr.yaml").read_text()
