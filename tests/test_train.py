@@ -19,7 +19,15 @@ import torch
 
 from aiayn.batching import collate, shard, step_plan, token_batches
 from aiayn.binarize import IndexedDataset, write_indexed
-from aiayn.checkpoint import average_weights, load_weights, save_weights, tag_of
+from aiayn.checkpoint import (
+    average_weights,
+    load_weights,
+    prune,
+    save_weights,
+    tag_of,
+    weights_file,
+    weights_files,
+)
 from aiayn.errors import InputError
 from aiayn.loader import BatchStream
 from aiayn.loss import label_smoothed_loss
@@ -205,6 +213,30 @@ def test_averaging_refuses_mismatched_checkpoints(tmp_path):
         (tmp_path / broken).write_bytes(b"not a checkpoint")
         with pytest.raises(InputError, match="not a readable weights file"):
             load_weights(tmp_path / broken)
+
+
+def test_a_signals_weights_are_never_averaged_and_go_once_a_scheduled_one_follows(tmp_path):
+    """Pruning keeps the newest `average_last` weights written on schedule; a signal's (written
+    at whatever step SLURM stopped the run) is kept only while it is the newest."""
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    for step, stopped in ((25, False), (34, True)):
+        weights_file(weights, step, stopped).write_bytes(b"")
+    prune(tmp_path / "checkpoints", weights, keep_states=1, keep_weights=2)
+    assert [p.name for p in weights_files(weights)] == [
+        "step00000025.safetensors",
+        "step00000034.stopped.safetensors",  # the newest: kept, the run may stop here for good
+    ]
+    assert [p.name for p in weights_files(weights, scheduled_only=True)] == [
+        "step00000025.safetensors"
+    ]
+    for step in (50, 75):
+        weights_file(weights, step).write_bytes(b"")
+        prune(tmp_path / "checkpoints", weights, keep_states=1, keep_weights=2)
+    assert [p.name for p in weights_files(weights)] == [
+        "step00000050.safetensors",
+        "step00000075.safetensors",
+    ]
 
 
 def test_weights_files_load_without_running_code(tmp_path):

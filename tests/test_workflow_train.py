@@ -284,7 +284,12 @@ def final_weights(root: Path) -> dict:
 
 
 def test_sigterm_checkpoints_and_a_rerun_resumes_to_the_same_weights(tmp_path):
-    settings = {"max_steps": 60, "log_every_steps": 1, "checkpoint_every_steps": 25}
+    settings = {
+        "max_steps": 60,
+        "log_every_steps": 1,
+        "checkpoint_every_steps": 25,
+        "average_last": 3,  # the signal's checkpoint would fall inside this window
+    }
     straight = copy_project(tmp_path / "straight")
     quick_experiment(straight, **settings)
     run_snakemake(straight, "runs/quick/train.json")
@@ -302,10 +307,21 @@ def test_sigterm_checkpoints_and_a_rerun_resumes_to_the_same_weights(tmp_path):
     step = int(match.group(1))
     assert 30 <= step < 60 and step % 25 != 0  # a checkpoint the schedule would not have made
     assert (stopped / f"runs/quick/checkpoints/step{step:08d}/COMPLETE").exists()
+    assert (stopped / f"runs/quick/weights/step{step:08d}.stopped.safetensors").exists()
 
     run_snakemake(stopped, "runs/quick/train.json")
     log = (stopped / "logs/train/quick.log").read_text()
     assert f"resumed from runs/quick/checkpoints/step{step:08d} (step {step})" in log
+    # The signal's checkpoint resumed the run but is not averaged: the window is the scheduled
+    # checkpoints' (25, 50, 60), as in the run never stopped, and its weights file is gone.
+    averaged = [json.loads((root / "runs/quick/train.json").read_text())["average_weights"]
+                for root in (stopped, straight)]  # fmt: skip
+    assert (
+        averaged[0]
+        == averaged[1]
+        == [f"runs/quick/weights/step{s:08d}.safetensors" for s in (25, 50, 60)]
+    )
+    assert not list((stopped / "runs/quick/weights").glob("*.stopped.*"))
     resumed, uninterrupted = final_weights(stopped), final_weights(straight)
     assert resumed.keys() == uninterrupted.keys()
     for name, tensor in uninterrupted.items():

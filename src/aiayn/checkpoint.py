@@ -38,6 +38,10 @@ COMPLETE = "COMPLETE"
 TAG = re.compile(r"^step(\d{8})$")
 RNG_FILE = "rng_rank{rank}.pt"
 WEIGHTS_SUFFIX = ".safetensors"
+# Weights written because a signal stopped the run (SLURM's time limit or preemption), at a step
+# of no schedule: kept until a scheduled checkpoint follows, never averaged (the paper averages
+# checkpoints written at fixed intervals).
+STOPPED = ".stopped"
 WEIGHTS_FORMAT = "aiayn-weights"  # the metadata's `format`: a file this code wrote
 METADATA = ("model_config", "step", "experiment", "averaged_from")  # JSON values beside tensors
 
@@ -141,14 +145,21 @@ def load_rng_state(path: Path) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
-def weights_file(weights_dir: Path, step: int) -> Path:
-    return weights_dir / f"{tag_of(step)}{WEIGHTS_SUFFIX}"
+def weights_file(weights_dir: Path, step: int, stopped: bool = False) -> Path:
+    return weights_dir / f"{tag_of(step)}{STOPPED if stopped else ''}{WEIGHTS_SUFFIX}"
 
 
-def weights_files(weights_dir: Path) -> list[Path]:
-    """A run's consolidated weights, oldest first (files of earlier versions, .pt, included)."""
+def weights_files(weights_dir: Path, scheduled_only: bool = False) -> list[Path]:
+    """A run's consolidated weights, oldest first (files of earlier versions, .pt, included);
+    with `scheduled_only`, without those a signal made (see STOPPED)."""
     found = [p for p in weights_dir.glob("step*") if p.suffix in (WEIGHTS_SUFFIX, ".pt")]
-    return sorted(found, key=lambda path: path.stem)
+    if scheduled_only:
+        found = [p for p in found if not is_stopped(p)]
+    return sorted(found, key=lambda path: path.name)
+
+
+def is_stopped(path: Path) -> bool:
+    return path.name.endswith(STOPPED + path.suffix)
 
 
 def save_weights(path: Path, payload: dict) -> None:
@@ -224,6 +235,9 @@ def prune(checkpoint_dir: Path, weights_dir: Path, keep_states: int, keep_weight
     tags = complete_tags(checkpoint_dir)
     for tag in tags[: max(0, len(tags) - keep_states)]:
         shutil.rmtree(checkpoint_dir / tag, ignore_errors=True)
-    weights = weights_files(weights_dir)
-    for path in weights[: max(0, len(weights) - keep_weights)]:
+    scheduled = weights_files(weights_dir, scheduled_only=True)
+    for path in scheduled[: max(0, len(scheduled) - keep_weights)]:
         path.unlink(missing_ok=True)
+    for path in weights_files(weights_dir):  # a signal's weights, once a scheduled one is newer
+        if is_stopped(path) and scheduled and path.name < scheduled[-1].name:
+            path.unlink(missing_ok=True)

@@ -114,12 +114,13 @@ class RunFolder:
         ckpt.load_rng_state(ckpt.rng_file(newest, self.rank))
         return saved
 
-    def save(self, engine, state: dict) -> None:
+    def save(self, engine, state: dict, stopped: bool = False) -> None:
         """Every process writes its part, rank 0 the consolidated weights and, last, COMPLETE.
-        A write that fails (a full disk) leaves the checkpoints before it as they were."""
+        A write that fails (a full disk) leaves the checkpoints before it as they were.
+        `stopped`: a signal's checkpoint, off the schedule (its weights are not averaged)."""
         tag = ckpt.tag_of(state["step"])
         try:
-            self.write_checkpoint(engine, state, tag)
+            self.write_checkpoint(engine, state, tag, stopped)
         except (OSError, RuntimeError) as err:
             newest = self.newest()
             kept = f"the newest complete one, {newest}, is" if newest else "no earlier one was"
@@ -129,7 +130,7 @@ class RunFolder:
                 "one) and rerun: training resumes from the newest complete checkpoint."
             ) from None
 
-    def write_checkpoint(self, engine, state: dict, tag: str) -> None:
+    def write_checkpoint(self, engine, state: dict, tag: str, stopped: bool = False) -> None:
         engine.save_checkpoint(
             str(self.checkpoint_dir),
             tag=tag,
@@ -146,7 +147,8 @@ class RunFolder:
                 "step": state["step"],
                 "experiment": self.exp.name,
             }
-            ckpt.save_weights(ckpt.weights_file(self.weights_dir, state["step"]), payload)
+            path = ckpt.weights_file(self.weights_dir, state["step"], stopped)
+            ckpt.save_weights(path, payload)
             ckpt.mark_complete(self.checkpoint_dir / tag, state["step"])
             ckpt.prune(
                 self.checkpoint_dir,
@@ -172,5 +174,6 @@ class RunFolder:
         return weights
 
     def weights_to_average(self) -> list[Path]:
-        """The newest `average_last` weights files, oldest first."""
-        return ckpt.weights_files(self.weights_dir)[-self.settings.average_last :]
+        """The newest `average_last` weights files written on schedule, oldest first."""
+        scheduled = ckpt.weights_files(self.weights_dir, scheduled_only=True)
+        return scheduled[-self.settings.average_last :]

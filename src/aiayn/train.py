@@ -171,8 +171,9 @@ class Trainer:
                     {"step": step, **last_dev, "seconds": round(self.state["seconds"], 2)}
                 )
             every = settings.checkpoint_every_steps
-            if voted["save"] or voted["stop"] or final or (every and step % every == 0):
-                self.folder.save(self.engine, self.state)
+            scheduled = voted["save"] or final or bool(every and step % every == 0)
+            if scheduled or voted["stop"]:
+                self.folder.save(self.engine, self.state, stopped=not scheduled)
                 clock.saved()
             if final:
                 break
