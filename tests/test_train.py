@@ -512,12 +512,50 @@ def test_a_compiled_model_trains_like_the_eager_one(tmp_path, copy_data):
     assert last < first  # and it learns
 
 
+NON_FINITE_STEP = """
+import json, sys
+from aiayn.train import Trainer
+from aiayn.train_settings import Experiment
+
+trainer = Trainer(Experiment.from_json(sys.argv[1]))
+poisoned = {"now": False}
+weight = next(trainer.engine.module.parameters())
+weight.register_hook(lambda grad: grad * float("inf") if poisoned["now"] else grad)
+rates = []
+for step in range(4):
+    poisoned["now"] = step == 1  # the second step's gradients are not finite
+    trainer.train_step(save_requested=False, budget_spent=False)
+    rates.append(trainer.engine.lr_scheduler.get_last_lr()[0])
+print(json.dumps({"state": trainer.state, "rates": rates}))
+"""
+
+
+def test_a_step_with_non_finite_gradients_is_counted_and_the_schedule_waits(tmp_path, copy_data):
+    """bf16 gradients can overflow: DeepSpeed then skips the optimizer step and does not advance
+    the learning-rate schedule. The step is counted (train.json's skipped_steps) and logged,
+    so the schedule's lag behind the step count is never silent. The fault is real: a gradient
+    hook makes one step's gradients infinite inside the real engine."""
+    spec = experiment(tmp_path / "overflow.json", copy_data, precision="bf16", warmup_steps=50)
+    done = subprocess.run(
+        [sys.executable, "-c", NON_FINITE_STEP, str(spec)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["state"]["step"] == 4 and result["state"]["skipped_steps"] == 1
+    first, skipped, third, fourth = result["rates"]
+    assert skipped == first < third < fourth  # warm-up: the schedule stood still for one step
+    assert "step 2: the gradients are not finite; the optimizer skipped the step" in done.stderr
+    assert "schedule stays at step 1 (1 skipped so far)" in done.stderr
+
+
 def test_bf16_training_steps_through_deepspeed_and_saves_fp32_weights(tmp_path, copy_data):
     """The GPU default (bf16, ZeRO 1) on a CPU: DeepSpeed casts parameters, not buffers, which
     once crashed the first layer on every GPU. Gradients are summed in fp32, and the weights
     saved are the optimizer's fp32 master copy, not the bf16 ones widened."""
     summary = train(experiment(tmp_path / "bf16.json", copy_data, max_steps=4, precision="bf16"))
     assert summary["precision"] == "bf16" and summary["steps"] == 4
+    assert summary["skipped_steps"] == 0
     assert summary["gradient_dtypes"] == {"accumulation": "float32", "communication": "float32"}
     assert math.isfinite(summary["dev_loss"])
     saved = weights(summary)

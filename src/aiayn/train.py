@@ -85,6 +85,7 @@ class Trainer:
             "padded_target_tokens": 0,
             "padded_source_tokens": 0,
             "train_flops": 0,
+            "skipped_steps": 0,
             "seconds": 0.0,
             "world_size": self.world,
         }

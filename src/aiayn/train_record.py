@@ -66,6 +66,7 @@ class TrainLog:
             "grad_norm": float(grad_norm) if grad_norm is not None else None,
             "epoch": state["epoch"],
             "seconds": round(state["seconds"], 2),
+            "skipped_steps": state.get("skipped_steps", 0),  # non-finite gradients, so far
         }
         self.append(record)
         if self.rank == 0:
@@ -114,6 +115,9 @@ def write_summary(trainer: Trainer, dev: dict) -> dict:
     summary = {
         "experiment": trainer.exp.name,
         "steps": state["step"],
+        # steps whose gradients were not finite (bf16 overflow): the optimizer skipped them and
+        # the learning-rate schedule did not advance, so it runs this many steps behind `steps`
+        "skipped_steps": state.get("skipped_steps", 0),
         "ended_by": "max_steps" if state["step"] >= settings.max_steps else "max_minutes",
         "epochs": state["epoch"],
         "target_tokens": state["target_tokens"],

@@ -8,6 +8,7 @@ rank must take the same decision at the same step.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 
@@ -22,6 +23,7 @@ from aiayn.train_batches import TrainingBatches
 from aiayn.train_settings import TrainSettings
 
 VOTES = ("save", "last", "stop")
+log = logging.getLogger(__name__)
 
 
 class Diverged(Exception):
@@ -69,6 +71,7 @@ class Steps:
                 ]
             )
         )
+        skipped_before = self.engine.skipped_steps
         sums = []
         for batch in batches:
             batch = batch.to(self.device)
@@ -92,6 +95,8 @@ class Steps:
                 "train.precision: fp32."
             )
         state["step"] += 1
+        if self.engine.skipped_steps != skipped_before:  # the same on every rank: one global norm
+            self.count_skipped(state)
         state["target_tokens"] += int(total_tokens)
         state["source_tokens"] += int(source_tokens)
         state["padded_source_tokens"] += int(padded_source)
@@ -99,6 +104,21 @@ class Steps:
         state["train_flops"] += int(total_flops)  # all processes, padded shapes (flops.py)
         decided = {name: vote > 0 for name, vote in zip(VOTES, voted, strict=True)}
         return loss_total, nll_total, local_tokens, decided
+
+    def count_skipped(self, state: dict) -> None:
+        """DeepSpeed skips an optimizer step whose gradient norm is not finite (bf16 overflow)
+        and does not advance the learning-rate schedule; count it, so that train.json and the
+        log show how far the schedule runs behind the step count."""
+        state["skipped_steps"] = state.get("skipped_steps", 0) + 1
+        if self.rank == 0:
+            log.warning(
+                "step %d: the gradients are not finite; the optimizer skipped the step and the "
+                "learning-rate schedule stays at step %d (%d skipped so far). Many in a row: "
+                "lower train.lr_scale or train with train.precision: fp32.",
+                state["step"],
+                state["step"] - state["skipped_steps"],
+                state["skipped_steps"],
+            )
 
     @torch.no_grad()
     def evaluate(self, batches: TrainingBatches) -> dict:
