@@ -50,23 +50,35 @@ def training_flops(config: TransformerConfig, batch: int, source_len: int, targe
     return 3 * forward_flops(config, batch, source_len, target_len)
 
 
-def sustained_tflops(device: torch.device, dtype: torch.dtype, seconds: float = 0.5) -> float:
-    """Matrix-multiply TFLOPS this device sustains in `dtype`, measured now.
+RATE_REPEATS, RATE_SECONDS = 5, 0.6  # a sustained rate: the median of 5 runs of 0.6 s each
+RATE_METHOD = f"median of {RATE_REPEATS} matrix-multiply runs of {RATE_SECONDS} s each"
+
+
+def sustained_tflops(
+    device: torch.device,
+    dtype: torch.dtype,
+    seconds: float = RATE_SECONDS,
+    repeats: int = RATE_REPEATS,
+) -> float:
+    """Matrix-multiply TFLOPS this device sustains in `dtype`, measured now: the median of
+    `repeats` runs of `seconds` each, so that one slow or fast moment does not set Table 2's
+    cost (one 0.5 s run moved it by a factor of two between two identical runs).
 
     The paper costed training with each GPU's sustained single-precision rate, so Table 2's
     paper's-way cost takes float32 with TF32 off (true fp32, as a P100 computed it); an H100's
     bf16 tensor-core rate is about ten times that and is shown beside it, labelled.
     """
+    import statistics
+
     import torch
 
+    allowed = torch.backends.cuda.matmul.allow_tf32
     if device.type == "cuda" and dtype == torch.float32:
-        allowed = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = False
-        try:
-            return measure_matmul(device, dtype, seconds)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = allowed
-    return measure_matmul(device, dtype, seconds)
+    try:
+        return statistics.median(measure_matmul(device, dtype, seconds) for _ in range(repeats))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allowed
 
 
 def measure_matmul(device: torch.device, dtype: torch.dtype, seconds: float) -> float:

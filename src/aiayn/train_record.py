@@ -18,7 +18,7 @@ import torch
 
 from aiayn import paths
 from aiayn.engine import compiled_graphs, ranks_agree
-from aiayn.flops import device_name, sustained_tflops
+from aiayn.flops import RATE_METHOD, device_name, sustained_tflops
 from aiayn.textio import atomic_output
 
 if TYPE_CHECKING:
@@ -135,6 +135,7 @@ def write_summary(trainer: Trainer, dev: dict) -> dict:
         # Table 2: the paper's way costs with fp32 (TF32 off); bf16 beside it, labelled.
         "device_tflops_fp32": sustained_tflops(device, torch.float32),
         "device_tflops_bf16": sustained_tflops(device, torch.bfloat16) if trainer.bf16 else None,
+        "device_tflops_method": RATE_METHOD,
         "train_flops": state["train_flops"],
         "ranks_agree": ranks_agree(trainer.engine.module, trainer.world, device),
         "final_weights": str(weights[-1]) if weights else None,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from aiayn.flops import RATE_METHOD
 from aiayn.model import count_parameters
 from aiayn.model_config import TransformerConfig, build_config
 from aiayn.paper import (
@@ -246,7 +247,8 @@ TABLE2_CAPTION = (
     "sacreBLEU's paired bootstrap test of the row's sacreBLEU against the baseline's on the same "
     "test set, * where p is below the config's report.significance. Training cost the paper's "
     "way is hours x devices x sustained single-precision TFLOPS (the paper's own rows: 8 P100 "
-    "at 9.5; ours: the device's measured fp32 matrix-multiply rate, TF32 off); the bf16 column "
+    "at 9.5; ours: the device's sustained fp32 matrix-multiply rate, TF32 off, the "
+    f"{RATE_METHOD} at the end of training); the bf16 column "
     "is the same hours at the device's measured bf16 rate, for runs trained in bf16; counted "
     "FLOPs are 3 x the forward pass on the padded batches trained on."
 )
