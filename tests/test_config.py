@@ -269,6 +269,7 @@ def test_the_paper_presets_train_clean_and_decode_as_the_paper(presets):
         accumulation, share = step_plan(25000, train["tokens_per_batch"], entry["processes"])
         assert train["tokens_per_batch"] >= 1.25 * share, entry["name"]
         assert train["checkpoint_every_minutes"] is None
+        assert train["keep_states"] == 2, entry["name"]  # a damaged state must not cost the run
         assert train["checkpoint_every_steps"] == round(10 * paper_steps_per_minute(size))
         decode = resolve_evaluation(entry, config["datasets"])["decode"]
         assert decode.finalize == "t2t"
