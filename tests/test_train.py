@@ -675,16 +675,21 @@ def gradient_of_one_step(root: Path, precision: str, summing: str, processes: in
     return torch.load(out)
 
 
+@pytest.fixture(scope="module")
+def fp32_gradient_of_one_step(tmp_path_factory):
+    return gradient_of_one_step(tmp_path_factory.mktemp("reference"), "fp32", "ours", 1)
+
+
 @pytest.mark.workflow
 @pytest.mark.parametrize("processes", [1, 2])
 def test_bf16_gradients_are_summed_in_fp32_over_many_micro_batches_and_processes(
-    tmp_path, processes
+    tmp_path, processes, fp32_gradient_of_one_step
 ):
     """512 small gradients summed in bf16 lose a quarter of the sum (an addend below half the
     running sum's last bit rounds away); summed in fp32, over the micro-batches and over the
     processes, they match the fp32 run to bf16's compute error. The control (DeepSpeed's bf16
     default) shows the test can fail."""
-    reference = gradient_of_one_step(tmp_path, "fp32", "ours", 1)
+    reference = fp32_gradient_of_one_step
 
     def error(gradient):
         return ((gradient - reference).norm() / reference.norm()).item()
