@@ -27,9 +27,8 @@ from aiayn.workflow import package_modules, use_this_checkout
 use_this_checkout(SRC_DIR.parent)
 plan = Plan(config)
 if workflow.is_main_process:
-    remember_invocation(
-        sys.argv
-    )  # the command typed, for the run record (aiayn.run_record)
+    # the command typed, for the run record (aiayn.run_record)
+    remember_invocation(sys.argv)
 
 
 wildcard_constraints:
