@@ -81,7 +81,8 @@ def test_default_config_fills_results_and_the_report(default_run):
         for suffix in ("md", "csv", "tex"):
             assert (default_run / f"results/toy/tables/{table}.{suffix}").stat().st_size > 0
     params = pd.read_csv(default_run / "results/toy/tables/params.csv").set_index("model")
-    vocab = yaml.safe_load((default_run / "config.yaml").read_text())["datasets"]["toy"]["subword"]
+    toy = yaml.safe_load((default_run / "configs/data/toy.yaml").read_text())["datasets"]["toy"]
+    vocab = toy["subword"]  # the toy dataset config.yaml includes
     assert params.loc["tiny", f"params at toy's {vocab['vocab_size']} (M)"] < 1.5  # 5.7 at 37000
     table2 = pd.read_csv(default_run / "results/toy/tables/table2.csv")
     ours = table2[table2["source"] == "ours"]
