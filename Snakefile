@@ -31,18 +31,18 @@ config.update(
 validate(config, "schemas/config.schema.yaml")
 
 
-for message in absent_optional_datasets(config).values():
+absent = absent_optional_datasets(config)
+for message in absent.values():
     logger.warning(message)
-config.update(without_datasets(config, absent_optional_datasets(config)))
+config.update(without_datasets(config, absent))
 
 
 include: "rules/common.smk"
 
 
 plan.check_experiments()  # before the rules resolve experiments, so a bad one is named clearly
-if (
-    workflow.is_main_process
-):  # the bill before any job runs (a dry run is the place to read it)
+# The bill before any job runs (a dry run is the place to read it).
+if workflow.is_main_process:
     logger.info(plan.gpu_hours_report())
 
 

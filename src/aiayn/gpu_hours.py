@@ -15,7 +15,7 @@ from pathlib import Path
 from aiayn import paths
 from aiayn.flops import forward_flops
 from aiayn.model_config import TransformerConfig, build_config
-from aiayn.paper import PAPER_TRAINING, PAPER_VOCABULARY
+from aiayn.paper import PAPER_VOCABULARY, paper_steps_per_minute
 
 PAPER_TOKENS_PER_STEP = 25000  # ~25000 source and ~25000 target tokens a batch (section 5.1)
 SENTENCE = 25  # tokens a side of a typical WMT sentence, for FLOPs ratios
@@ -37,8 +37,7 @@ class TrainingCost:
 
 def paper_step_seconds(preset: str) -> float:
     """Seconds per step of the paper's base or big model on its 8 P100s."""
-    hours, _, _, steps = PAPER_TRAINING[preset]
-    return hours * 3600 / steps
+    return 60 / paper_steps_per_minute(preset)
 
 
 def scaled_step_seconds(model: TransformerConfig, reference: str, tokens_per_step: int) -> float:
