@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from aiayn import paths
+from aiayn.textio import atomic_output
 
 INVOCATION = "AIAYN_INVOCATION"  # the main snakemake process's command and start, for its jobs
 
@@ -138,8 +139,6 @@ def run_record(
 def write_run_record(output: str, **fields) -> dict:
     """Write the record next to the study's results, atomically (never a half-written file)."""
     record = run_record(**fields)
-    target = Path(output)
-    partial = target.with_name(target.name + ".partial")
-    partial.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    partial.replace(target)
+    with atomic_output(output) as handle:
+        handle.write(json.dumps(record, indent=2) + "\n")
     return record

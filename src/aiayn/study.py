@@ -131,13 +131,11 @@ def joined(first, second) -> list:
 
 
 def merge(config: dict, update: Mapping) -> None:
-    """Snakemake's key-by-key merge (snakemake.utils.update_config): nested mappings merged,
-    everything else replaced."""
-    for key, value in update.items():
-        if isinstance(value, Mapping) and isinstance(config.get(key), dict):
-            merge(config[key], value)
-        else:
-            config[key] = copy.deepcopy(value)
+    """Snakemake's key-by-key merge (nested mappings merged, everything else replaced), of a
+    copy, so that the merged config shares nothing with the file it came from."""
+    from snakemake.utils import update_config
+
+    update_config(config, copy.deepcopy(dict(update)))
 
 
 def absent_optional_datasets(config: dict) -> dict[str, str]:
