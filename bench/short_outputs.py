@@ -110,7 +110,7 @@ class Probe:
         target_out = torch.tensor([*target, EOS_ID])
         return log_probs.gather(1, target_out[:, None])[:, 0], log_probs[:, EOS_ID].exp()
 
-    def search_or_model(self, hypotheses, alpha: float) -> dict:
+    def search_or_model(self, hypotheses, alpha: float, finalize: str) -> dict:
         """Among outputs shorter than their reference: which does the model score higher?"""
         from aiayn.decode import length_penalty
 
@@ -120,7 +120,7 @@ class Probe:
                 continue
             shorter += 1
             token_log_probs, _ = self.log_probs(source, target)
-            score = float(token_log_probs.sum()) / length_penalty(len(target) + 1, alpha)
+            score = float(token_log_probs.sum()) / length_penalty(len(target) + 1, alpha, finalize)
             reference_higher += score > hypothesis.score
         return {
             "outputs_shorter_than_reference": shorter,
@@ -167,7 +167,7 @@ def measure(where: dict, alphas) -> dict:
         "checkpoints": rows,
         "averaged": {
             f"finalize_{other_rule}": probe.decode(replace(settings, finalize=other_rule))[1],
-            "search_or_model": probe.search_or_model(hypotheses, settings.alpha),
+            "search_or_model": probe.search_or_model(hypotheses, settings.alpha, settings.finalize),
             "eos_on_references": probe.eos_on_references(),
             "alpha_sweep": sweep,
             "best_alpha": max(sweep, key=lambda row: row["bleu"])["alpha"],

@@ -144,9 +144,11 @@ def test_fairseq_finishes_only_an_eos_among_the_first_k_candidates():
 
 @pytest.mark.parametrize("finalize", ["t2t", "fairseq"])
 def test_the_two_rules_agree_when_every_eos_ranks_in_the_first_k(finalize):
+    """Alpha 0: both penalties are 1, and the step-0 EOS ranks first (a tie with W1, lower id)."""
     model = TableModel(TWO_PATHS)
-    (best,) = search(model, alpha=1.0, finalize=finalize)
-    assert best.tokens == [W1] and best.score == pytest.approx(math.log(0.45) / (7 / 6))
+    (best,) = search(model, alpha=0.0, finalize=finalize)
+    assert best.tokens == [] and best.score == pytest.approx(math.log(0.5))
+    assert model.calls == 1
 
 
 @pytest.mark.parametrize("finalize", ["t2t", "fairseq"])
@@ -162,22 +164,100 @@ def test_an_unknown_finalize_rule_is_refused():
         DecodeSettings(finalize="marian")
 
 
-def test_max_length_forces_eos():
-    # Every step: W1 0.9, EOS 0.1. With alpha 1 longer is better: score(n) = (n log 0.9 +
-    # log 0.1) / ((6 + n) / 6) keeps rising, so the output is as long as allowed.
+@pytest.mark.parametrize("finalize", ["t2t", "fairseq"])
+def test_the_output_is_as_long_as_allowed_when_longer_scores_better(finalize):
+    # Every step: W1 0.9, EOS 0.1. With alpha 1 longer is better under both penalties: the
+    # score of n words, (n log 0.9 + log 0.1) / lp(n + 1), keeps rising.
     model = TableModel({}, default=dist(eos=0.1, w1=0.9))
-    (best,) = search(model, source_lengths=(1,), alpha=1.0, max_length_offset=2)
-    assert best.tokens == [W1, W1, W1]  # source length 1 + 2
-    assert best.score == pytest.approx((3 * math.log(0.9) + math.log(0.1)) / 1.5)
-    assert model.calls == 4  # steps 0..3; step 3 may only emit EOS
-    (longer,) = search(TableModel({}, default=dist(eos=0.1, w1=0.9)), (4,), alpha=1.0)
-    assert longer.tokens == [W1] * 6
+    (best,) = search(model, source_lengths=(1,), alpha=1.0, finalize=finalize)
+    assert best.finished
+    if finalize == "t2t":
+        assert best.tokens == [W1, W1, W1]  # source length 1 + max_length_offset 2
+        assert best.score == pytest.approx((3 * math.log(0.9) + math.log(0.1)) / 1.5)
+        assert model.calls == 4  # steps 0..3: step 3's EOS, second of the 2k, ends it
+        (longer,) = search(TableModel({}, default=dist(eos=0.1, w1=0.9)), (4,), alpha=1.0)
+        assert longer.tokens == [W1] * 6
+    else:  # each step's EOS ranks second, in the first beam: [] and [W1] finish, and it stops
+        assert best.tokens == [W1]
+        assert best.score == pytest.approx((math.log(0.9) + math.log(0.1)) / 2)
+        assert model.calls == 2
 
 
-def test_forced_eos_finishes_even_when_eos_is_impossible():
-    (best,) = search(TableModel({}, default=dist(w1=1.0)), alpha=0.6, max_length_offset=1)
-    assert best.tokens == [W1, W1]
+def test_fairseq_forces_eos_at_the_length_limit_even_when_eos_is_impossible():
+    model = TableModel({}, default=dist(w1=1.0))
+    (best,) = search(model, alpha=0.6, max_length_offset=1, finalize="fairseq")
+    assert best.tokens == [W1, W1] and best.finished
     assert best.score < -1e8
+
+
+def test_t2t_returns_the_best_live_hypothesis_only_when_none_finished():
+    """tensor2tensor never forces EOS: at the limit (3 steps) nothing has finished, so the best
+    live hypothesis comes back unfinished, one token longer than a forced EOS would leave it,
+    scored by its log probability alone."""
+    model = TableModel({}, default=dist(w1=1.0))
+    (best,) = search(model, alpha=0.6, max_length_offset=1, finalize="t2t")
+    assert best.tokens == [W1, W1, W1] and not best.finished
+    assert best.log_prob == 0.0 and best.score == 0.0
+    assert model.calls == 3
+
+
+# Beam 1 (beam search, 2 candidates per step), alpha 1, limit 2 tokens before EOS. Step 0 finishes
+# the empty output at log 0.1 (score -2.303). After [W1] and [W1 W1], EOS ranks third, outside
+# the 2 candidates. A forced EOS after [W1 W1] would finish it at log(0.72 x 0.1) / (8/6) = -1.973,
+# better than the empty output: the cut-off hypothesis would win.
+CUT_OFF_WOULD_WIN = {
+    (7, ()): dist(eos=0.1, w1=0.9),
+    (7, (W1,)): dist(eos=0.05, w1=0.8, w2=0.15),
+    (7, (W1, W1)): dist(eos=0.1, w1=0.7, w2=0.2),
+}
+
+
+def test_t2t_never_lets_a_cut_off_hypothesis_compete_with_finished_ones():
+    model = TableModel(CUT_OFF_WOULD_WIN)
+    (best,) = search(model, beam=1, alpha=1.0, max_length_offset=1, finalize="t2t")
+    assert best.tokens == [] and best.finished
+    assert best.score == pytest.approx(math.log(0.1))
+    assert model.calls == 3
+
+
+def test_fairseq_finishes_the_cut_off_hypothesis_with_a_forced_eos():
+    """fairseq's rule on the same table: the step-0 EOS ranks second, outside the first beam (1),
+    so nothing finishes before the limit, where EOS is forced: [W1 W1] at log 0.072 / 3."""
+    model = TableModel(CUT_OFF_WOULD_WIN)
+    (best,) = search(model, beam=1, alpha=1.0, max_length_offset=1, finalize="fairseq")
+    assert best.tokens == [W1, W1] and best.finished
+    assert best.score == pytest.approx(math.log(0.72 * 0.1) / 3)
+
+
+def test_fairseq_divides_by_length_to_the_alpha_not_by_the_gnmt_penalty():
+    """On TWO_PATHS at alpha 0.6, t2t keeps the empty output (log 0.45 / (7/6)^0.6 = -0.728 <
+    log 0.5 = -0.693); fairseq's 2^0.6 makes [W1] score log 0.45 / 1.516 = -0.527 and win."""
+    (paper,) = search(TableModel(TWO_PATHS), alpha=0.6, finalize="t2t")
+    assert paper.tokens == []
+    (best,) = search(TableModel(TWO_PATHS), alpha=0.6, finalize="fairseq")
+    assert best.tokens == [W1]
+    assert best.score == pytest.approx(math.log(0.45) / 2**0.6)
+
+
+# Beam 2, alpha 1. Step 0: W1 0.5, EOS 0.3, W2 0.2: EOS ranks second, in the first beam: the empty
+# output finishes (log 0.3). Step 1: [W1 EOS] ranks first (0.3) and finishes: two hypotheses have
+# finished. [W1 W1] (0.2) would go on to [W1 W1 EOS] at log 0.2 / 3 = -0.536, better than
+# [W1 EOS]'s log 0.3 / 2 = -0.602.
+TWO_FINISH_EARLY = {
+    (7, ()): dist(eos=0.3, w1=0.5, w2=0.2),
+    (7, (W1,)): dist(eos=0.6, w1=0.4),
+    (7, (W2,)): dist(eos=0.5, w2=0.5),
+    (7, (W1, W1)): dist(eos=1.0),
+    (7, (W2, W2)): dist(eos=1.0),
+}
+
+
+def test_fairseq_stops_a_sentence_once_beam_hypotheses_finished():
+    model = TableModel(TWO_FINISH_EARLY)
+    (best,) = search(model, alpha=1.0, finalize="fairseq")
+    assert best.tokens == [W1]
+    assert best.score == pytest.approx(math.log(0.3) / 2)
+    assert model.calls == 2  # [W1 W1 EOS] is never looked at
 
 
 def test_ties_go_to_the_lower_token_id():
@@ -339,7 +419,10 @@ def test_learned_positions_bound_the_output_and_the_source_padding():
     sentences = [np.arange(4, 14), np.arange(4, 9)]  # 10 (+ EOS = 11) and 5 tokens
     settings = DecodeSettings(beam=2, max_length_offset=50)
     hypotheses, _ = translate(model, sentences, settings)
-    assert max(len(h.tokens) for h in hypotheses) == 11  # BOS + 11 tokens fill the 12 positions
+    # BOS + 11 tokens fill the 12 positions; the token predicted at the last one ends the search
+    # with 12 tokens, unfinished (t2t never forces EOS).
+    longest = max(hypotheses, key=lambda h: len(h.tokens))
+    assert len(longest.tokens) == 12 and not longest.finished
     recomputed = [
         beam_search(RecomputingDecoder(model), *source_batch([s], max_width=12), settings, 12)[0]
         for s in sentences

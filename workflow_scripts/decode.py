@@ -36,7 +36,17 @@ def main():
     hypotheses, timing = translate(model, sentences, settings, desc=desc)
     lines = detokenized(processor, hypotheses)
     write_lines(snakemake.output.hypotheses, lines)
-    logging.getLogger("aiayn").info("%s: %d sentences", snakemake.output.hypotheses, len(lines))
+    log = logging.getLogger("aiayn")
+    log.info("%s: %d sentences", snakemake.output.hypotheses, len(lines))
+    if timing["unfinished"]:
+        log.warning(
+            "%d of %d outputs reached the length limit (source + %d tokens) without EOS; each is "
+            "its best unfinished hypothesis (decode.finalize %s)",
+            timing["unfinished"],
+            len(lines),
+            settings.max_length_offset,
+            settings.finalize,
+        )
     save_record(
         snakemake.output.record,
         {

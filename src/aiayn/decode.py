@@ -7,23 +7,28 @@ recomputing the whole prefix every step (RecomputingDecoder: the naive baseline 
 that caching changes nothing), or on a hand-written table of probabilities in the tests.
 
 Conventions:
-- A hypothesis' length counts its tokens including EOS; its score is
-  log P(y | x) / lp(length) with lp(length) = ((5 + length) / 6) ** alpha (Wu et al., 2016),
-  as in tensor2tensor and fairseq.
-- At most `source length + max_length_offset` tokens come before EOS; then EOS is forced.
-- Each step ranks the 2 x beam best extensions of the live hypotheses, and the first `beam`
-  that do not end in EOS stay alive. Which EOS extensions finish a hypothesis is
-  `decode.finalize`:
-  - `t2t` (the paper's; tensor2tensor's `grow_finished` in utils/beam_search.py): any EOS among
-    the 2 x beam;
-  - `fairseq` (fairseq's SequenceGenerator): only an EOS among the first `beam` of them.
+- A hypothesis' length counts its tokens including EOS. Each step ranks the 2 x beam best
+  extensions of the live hypotheses, and the first `beam` that do not end in EOS stay alive.
+- The search takes at most `source length + max_length_offset + 1` steps: at most
+  `source length + max_length_offset` tokens come before EOS.
+- `decode.finalize` picks one of two whole rule sets, each as its system wrote it:
+  - `t2t` (the paper's; tensor2tensor's utils/beam_search.py). Any EOS among the 2 x beam
+    candidates finishes a hypothesis (`grow_finished`); its score is
+    log P(y | x) / ((5 + length) / 6) ** alpha (Wu et al., 2016). EOS is never forced: a
+    sentence whose search reaches the length limit keeps its best finished hypothesis, and only
+    when none finished is its best live one returned, unfinished, scored by its log probability
+    alone (as t2t's final `tf.where(finished_flags, ...)`).
+  - `fairseq` (fairseq's SequenceGenerator): only an EOS among the first `beam` candidates
+    finishes; its score is log P(y | x) / length ** alpha (`--lenpen`, normalize_scores); a
+    sentence stops once `beam` hypotheses finished; at the length limit only EOS may follow.
   An EOS ranked between beam and 2 x beam can be the best output under t2t and is never seen
-  under fairseq, so the two can pick different translations. Greedy search finishes at the
-  single best path's first EOS under either.
+  under fairseq, and the two penalties weigh length differently, so the two can pick different
+  translations. Greedy search finishes at the single best path's first EOS under either.
 - A sentence stops as soon as no live hypothesis can beat its best finished one: log
   probabilities only fall as tokens are added, so a live hypothesis' best possible score is its
-  log probability over the largest length penalty it could still reach. Finished sentences leave
-  the batch (every step on a CPU, every few on a GPU), so the remaining ones decode faster.
+  log probability over the largest length penalty it could still reach. This never changes the
+  best output of either rule. Finished sentences leave the batch (every step on a CPU, every few
+  on a GPU), so the remaining ones decode faster.
 - The search's state (scores, the best finished hypothesis of each sentence) stays on the
   device: the host reads it only to decide which sentences leave, and once at the end.
 - Equal scores are ranked by lower beam index, then lower token id; among equally scored
@@ -49,12 +54,16 @@ from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
 @dataclass
 class Hypothesis:
     tokens: list[int]  # without BOS and EOS
-    log_prob: float  # log P(tokens + EOS | source)
-    score: float  # log_prob / lp(len(tokens) + 1)
+    log_prob: float  # log P(tokens + EOS | source); unfinished: log P(tokens | source)
+    score: float  # log_prob / lp(len(tokens) + 1); unfinished: log_prob
+    finished: bool = True  # False: t2t reached the length limit with nothing finished
 
 
-def length_penalty(length, alpha: float):
-    """lp(Y) = ((5 + |Y|) / 6) ** alpha, |Y| counting EOS (a number or a tensor of them)."""
+def length_penalty(length, alpha: float, finalize: str = "t2t"):
+    """The score's divisor for a hypothesis of |Y| tokens counting EOS (a number or a tensor):
+    t2t ((5 + |Y|) / 6) ** alpha (Wu et al., 2016), fairseq |Y| ** alpha."""
+    if finalize == "fairseq":
+        return length**alpha
     return ((5.0 + length) / 6.0) ** alpha
 
 
@@ -87,6 +96,8 @@ class Finished:
         self.log_prob = torch.full((batch,), -math.inf, device=device)
         self.length = torch.zeros(batch, dtype=torch.long, device=device)
         self.tokens = torch.full((batch, longest), PAD_ID, dtype=torch.long, device=device)
+        self.count = torch.zeros(batch, dtype=torch.long, device=device)  # hypotheses ended
+        self.complete = torch.ones(batch, dtype=torch.bool, device=device)
 
     def offer(self, sentences, score, log_prob, tokens) -> None:
         """Each sentence's best hypothesis ended at this step: score, log_prob (n,), tokens
@@ -100,15 +111,23 @@ class Finished:
         kept = self.tokens[sentences, :length]
         self.tokens[sentences, :length] = torch.where(better.unsqueeze(1), tokens, kept)
 
+    def offer_unfinished(self, sentences, last, log_prob, tokens) -> None:
+        """t2t's fallback: a sentence at its last step (`last`, (n,)) with nothing finished
+        keeps its best live hypothesis, log_prob (n,) and tokens (n, t), marked unfinished."""
+        missing = last & torch.isinf(self.score[sentences]) & torch.isfinite(log_prob)
+        self.offer(sentences, torch.where(missing, log_prob, -math.inf), log_prob, tokens)
+        self.complete[sentences] &= ~missing
+
     def hypotheses(self) -> list[Hypothesis]:
         rows = zip(
             self.tokens.tolist(),
             self.length.tolist(),
             self.log_prob.tolist(),
             self.score.tolist(),
+            self.complete.tolist(),
             strict=True,
         )
-        return [Hypothesis(t[:n], log_p, score) for t, n, log_p, score in rows]
+        return [Hypothesis(t[:n], log_p, score, done) for t, n, log_p, score, done in rows]
 
 
 def default_drop_every(device: torch.device) -> int:
@@ -134,8 +153,9 @@ def beam_search(
     (default_drop_every), to drop the finished sentences or stop. Finished sentences kept in
     the batch meanwhile change nothing: their rows are computed but never recorded.
     """
-    k, alpha = settings.beam_size, settings.alpha
-    finalize_all = settings.finalize == "t2t" and settings.search == "beam"
+    k, alpha, rule = settings.beam_size, settings.alpha, settings.finalize
+    finalize_all = rule == "t2t" and settings.search == "beam"
+    force_eos = rule == "fairseq"
     device, batch = source.device, source.size(0)
     drop_every = drop_every or default_drop_every(device)
     max_length = source_lengths.cpu() + settings.max_length_offset  # (B,), on the host
@@ -156,7 +176,7 @@ def beam_search(
         vocab = log_probs.size(-1)
         log_probs[:, PAD_ID] = log_probs[:, BOS_ID] = -math.inf
         at_limit = limit[active] <= t  # (n,)
-        if bool((active_limits <= t).any()):  # the longest allowed: only EOS may follow
+        if force_eos and bool((active_limits <= t).any()):  # only EOS may follow
             log_probs = only_eos_at(log_probs, at_limit.repeat_interleave(k))
         candidates = (alive.unsqueeze(2) + log_probs.view(n, k, vocab)).view(n, k * vocab)
         scores, index = ranked_candidates(candidates, min(2 * k, k * vocab))
@@ -164,20 +184,28 @@ def beam_search(
         is_eos = token_of == EOS_ID
         ending = scores.size(1) if finalize_all else k  # candidates whose EOS finishes
         ends = is_eos[:, :ending] & torch.isfinite(scores[:, :ending]) & ~done.unsqueeze(1)
-        ended = torch.where(ends, scores[:, :ending] / length_penalty(t + 1, alpha), -math.inf)
+        penalty = length_penalty(t + 1, alpha, rule)
+        ended = torch.where(ends, scores[:, :ending] / penalty, -math.inf)
         best_score, best = ended.max(dim=1)  # the first of equal scores
         rows = torch.arange(n, device=device) * k + beam_of.gather(1, best.unsqueeze(1))[:, 0]
         log_prob = scores.gather(1, best.unsqueeze(1))[:, 0]
         finished.offer(active, best_score, log_prob, prefix[rows, 1:])
+        finished.count[active] += ends.sum(dim=1)
         stay = is_eos.long().argsort(dim=1, stable=True)[:, :k]  # first k non-EOS, in rank order
         alive = scores.gather(1, stay)  # (n, k)
         rows = torch.arange(n, device=device).unsqueeze(1) * k + beam_of.gather(1, stay)
+        tokens = token_of.gather(1, stay)  # (n, k)
+        if not force_eos:  # t2t: the best live hypothesis, if nothing finished by the limit
+            grown = torch.cat([prefix[rows[:, 0], 1:], tokens[:, :1]], dim=1)  # (n, t + 1)
+            finished.offer_unfinished(active, at_limit & ~done, alive[:, 0], grown)
         done = done | at_limit | ~torch.isfinite(alive).any(dim=1)
         if settings.search == "greedy":
             done |= torch.isfinite(finished.score[active])
         else:
-            done |= finished.score[active] >= best_possible(alive, t, limit[active], alpha)
-        tokens = token_of.gather(1, stay)  # (n, k)
+            bound = best_possible(alive, t, limit[active], alpha, rule)
+            done |= finished.score[active] >= bound
+        if rule == "fairseq":
+            done |= finished.count[active] >= k  # fairseq: beam hypotheses finished
         if (t + 1) % drop_every == 0:
             stays = ~done.cpu()
             if not stays.any():
@@ -205,15 +233,17 @@ def only_eos_at(log_probs: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return torch.where(rows.unsqueeze(1), forced, log_probs)
 
 
-def best_possible(alive: torch.Tensor, t: int, max_length: torch.Tensor, alpha: float):
+def best_possible(
+    alive: torch.Tensor, t: int, max_length: torch.Tensor, alpha: float, finalize: str
+):
     """The best score a live hypothesis (t + 1 tokens, no EOS yet) could still finish with.
 
     Its log probability (<= 0) can only fall; it ends with t + 2 to max_length + 1 tokens, so it
     is divided by at most the larger of those lengths' penalties.
     """
     largest_penalty = torch.maximum(
-        torch.full_like(alive[:, 0], length_penalty(t + 2, alpha)),
-        length_penalty(max_length.float() + 1, alpha),
+        torch.full_like(alive[:, 0], length_penalty(t + 2, alpha, finalize)),
+        length_penalty(max_length.float() + 1, alpha, finalize),
     )
     return alive.max(dim=1).values / largest_penalty  # (n,)
 

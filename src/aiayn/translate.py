@@ -130,6 +130,7 @@ def translate(
             len(h.tokens) >= len(s) + settings.max_length_offset
             for h, s in zip(results, sentences, strict=True)
         ),
+        "unfinished": sum(not h.finished for h in results),  # t2t: no EOS by the limit
     }
     return results, timing
 
