@@ -64,6 +64,7 @@ rule all:
         plan.prepared_data_files(),
         plan.averaged_models(),
         plan.score_files(),
+        plan.seed_score_files(),
         plan.translation_files(),
         plan.report_files(),
         paths.run_record(plan.study),

@@ -154,6 +154,25 @@ def baseline_hypotheses(wildcards):
     return [paths.decode_output("hyp", baseline, wildcards.checkpoint, wildcards.split)]
 
 
+def seed_outputs(group, wildcards):
+    """Every seed's output of an experiment on the split being summarised."""
+    return [
+        paths.decode_output("hyp", run, wildcards.checkpoint, wildcards.split)
+        for run in plan.seeds_of(group)
+    ]
+
+
+def baseline_seed_outputs(wildcards):
+    """The baseline experiment's outputs, every seed, for the seed-aware test; none for the
+    baseline itself or where it does not decode that split."""
+    baseline = plan.baseline_group(wildcards.experiment)
+    if baseline == wildcards.experiment:
+        return []
+    if (wildcards.checkpoint, wildcards.split) not in plan.scored_decodes(baseline):
+        return []
+    return seed_outputs(baseline, wildcards)
+
+
 # ---- report -------------------------------------------------------------------------------
 
 
@@ -169,6 +188,7 @@ def record_study_run(output, log):
             for name in plan.experiment_names()
         },
         scores=plan.score_files(),
+        seed_scores=plan.seed_score_files(),
     )
     Path(log).write_text(
         f"{output}: {len(record['experiments'])} experiments, {len(record['scores'])} "

@@ -36,3 +36,46 @@ rule score:
         code=code_version("score.py"),
     script:
         "../workflow_scripts/score.py"
+
+
+rule seed_scores:
+    """An experiment's scores over its seeds: each seed's, their mean and standard deviation,
+    and the seed-aware test against the baseline experiment's seeds (aiayn.seed_stats)."""
+    input:
+        hypotheses=lambda wildcards: seed_outputs(wildcards.experiment, wildcards),
+        reference=reference_text,
+        baseline=baseline_seed_outputs,
+    output:
+        scores=report(
+            paths.seed_score_file(study=plan.study),
+            category="Scores",
+            subcategory="Over seeds",
+            labels={
+                "experiment": "{experiment}",
+                "model": "{checkpoint}",
+                "split": "{split}",
+            },
+        ),
+    log:
+        f"logs/seed_scores/{plan.study}/{{experiment}}/{{checkpoint}}/{{split}}.log",
+    wildcard_constraints:
+        experiment=names_pattern(plan.seeded_groups()),
+    conda:
+        "envs/aiayn.yaml"
+    params:
+        runs=lambda wildcards: plan.seeds_of(wildcards.experiment),
+        seeds=lambda wildcards: [
+            plan.experiment_entry(run)["train"]["seed"]
+            for run in plan.seeds_of(wildcards.experiment)
+        ],
+        baseline=lambda wildcards: plan.baseline_group(wildcards.experiment),
+        target_lang=lambda wildcards: plan.dataset_entry(
+            plan.experiment_dataset(wildcards.experiment)
+        )["langs"][1],
+        test_set=lambda wildcards: plan.split_source(
+            plan.experiment_dataset(wildcards.experiment), wildcards.split
+        ),
+        resamples=config["report"]["bootstrap_resamples"],
+        code=code_version("seed_scores.py"),
+    script:
+        "../workflow_scripts/seed_scores.py"

@@ -296,6 +296,7 @@ def test_table4_puts_the_papers_rows_first_and_labels_ours():
     }
     result = ExperimentResult(
         name="p",
+        group="p",
         pair="en-ptb",
         dev_split="dev",
         paper_row=None,

@@ -141,9 +141,10 @@ QUICK_TRAINING = {
 }
 
 
-def stand_in_preset(project: Path, pair: tuple[str, str]) -> Path:
+def stand_in_preset(project: Path, pair: tuple[str, str], seeds: int = 1) -> Path:
     """A preset like configs/wmt14_en_<x>.yaml at toy size: its own dataset (toy sentences, the
-    target side named after the pair) and one small model compared with the paper's base."""
+    target side named after the pair) and one small model compared with the paper's base,
+    trained with `seeds` seeds."""
     from aiayn.data.toy import generate
 
     name = f"stand_in_{pair[1]}"
@@ -160,7 +161,7 @@ def stand_in_preset(project: Path, pair: tuple[str, str]) -> Path:
                "subword": {"vocab_size": 500}}  # fmt: skip
     experiment = {"dataset": name, "model": "tiny", "paper_row": "base", "train": QUICK_TRAINING,
                   "overrides": {"d_model": 32, "d_ff": 64, "n_heads": 2},
-                  "decode": {"search": "greedy", "max_length_offset": 5}}  # fmt: skip
+                  "decode": {"search": "greedy", "max_length_offset": 5}, "seeds": seeds}  # fmt: skip
     preset = {
         "study": name,
         "datasets": {name: dataset},
@@ -171,14 +172,27 @@ def stand_in_preset(project: Path, pair: tuple[str, str]) -> Path:
 
 @pytest.mark.workflow
 def test_two_presets_composed_put_both_pairs_in_one_table2(tmp_path):
+    """The German stand-in trains two seeds: its rows show their mean and spread."""
     project = copy_project(tmp_path / "project")
-    german = stand_in_preset(project, ("en", "de"))
+    german = stand_in_preset(project, ("en", "de"), seeds=2)
     french = stand_in_preset(project, ("en", "fr"))
     run_snakemake(project, "--configfile", german.name, french.name)
     results = project / "results" / "stand_in_de+stand_in_fr"
     table2 = pd.read_csv(results / "tables" / "table2.csv")
     ours = table2[table2["source"] == "ours"]
     assert sorted(ours["pair"]) == ["en-de", "en-fr"]  # each on its test split
+    assert list(ours.sort_values("pair")["seeds"]) == [2, 1]
+    over_seeds = json.loads((results / "seeds/small_de/averaged/test.json").read_text())
+    assert over_seeds["runs"] == ["small_de", "small_de.seed2"]
+    assert over_seeds["train_seeds"] == [1, 2] and len(over_seeds["sacrebleu"]["per_seed"]) == 2
+    german_row = ours[ours["pair"] == "en-de"].iloc[0]
+    assert german_row["sacreBLEU"] == pytest.approx(over_seeds["sacrebleu"]["mean"], abs=0.01)
+    assert german_row["sacreBLEU sd over seeds"] == pytest.approx(
+        over_seeds["sacrebleu"]["sd"], abs=0.01
+    )
+    seed_one = json.loads((project / "runs/small_de/experiment.json").read_text())
+    seed_two = json.loads((project / "runs/small_de.seed2/experiment.json").read_text())
+    assert (seed_one["train"]["seed"], seed_two["train"]["seed"]) == (1, 2)
     paper = table2[table2["source"] == "paper"]
     assert {"en-de", "en-fr"} <= set(paper["pair"])  # the paper's rows of both pairs beside ours
     table3 = pd.read_csv(results / "tables" / "table3.csv")
@@ -186,6 +200,7 @@ def test_two_presets_composed_put_both_pairs_in_one_table2(tmp_path):
     record = json.loads((results / "run.json").read_text())
     assert record["study"] == "stand_in_de+stand_in_fr" and set(record["experiments"]) == {
         "small_de",
+        "small_de.seed2",
         "small_fr",
     }
     command = "snakemake --cores 2 --configfile stand_in_de.yaml stand_in_fr.yaml"

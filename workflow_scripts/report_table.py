@@ -14,16 +14,23 @@ def params():
 
 def results():
     return tables.collect_results(
-        snakemake.params.experiments, snakemake.input.summaries, snakemake.input.scores
+        snakemake.params.experiments,
+        snakemake.input.summaries,
+        snakemake.input.scores,
+        snakemake.input.get("seed_scores", []),
     )
 
 
 def table2():
-    return tables.table2(results(), snakemake.params.significance), tables.TABLE2_CAPTION
+    found = results()
+    table = tables.table2(found, snakemake.params.significance)
+    return table, tables.caption(tables.TABLE2_CAPTION, found)
 
 
 def table3():
-    return tables.table3(results(), snakemake.params.significance), tables.TABLE3_CAPTION
+    found = results()
+    table = tables.table3(found, snakemake.params.significance)
+    return table, tables.caption(tables.TABLE3_CAPTION, found)
 
 
 def table4():

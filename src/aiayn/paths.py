@@ -81,6 +81,13 @@ def score_file(
     return f"{results_dir(study)}/scores/{experiment}/{checkpoint}/{split}.json"
 
 
+def seed_score_file(
+    experiment="{experiment}", checkpoint="{checkpoint}", split="{split}", study="{study}"
+) -> str:
+    """An experiment's scores over its seeds: mean, spread, and the seed-aware test."""
+    return f"{results_dir(study)}/seeds/{experiment}/{checkpoint}/{split}.json"
+
+
 def table_file(table="{table}", suffix="md", study="{study}") -> str:
     return f"{results_dir(study)}/tables/{table}.{suffix}"
 

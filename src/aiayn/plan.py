@@ -24,6 +24,7 @@ class Plan:
     def __init__(self, config: dict):
         self.config = config
         self.study = config["study"]
+        self.runs = seed_runs(config["experiments"])  # run name -> (experiment, seed index)
 
     # ---- datasets ---------------------------------------------------------------------
 
@@ -81,18 +82,31 @@ class Plan:
     # ---- experiments ------------------------------------------------------------------
 
     def experiment_names(self) -> list[str]:
+        """Every training run: each experiment, then its other seeds (`<name>.seed<k>`). Each
+        is trained, decoded and scored on its own; tables group them by experiment."""
+        return list(self.runs)
+
+    def groups(self) -> list[str]:
+        """The experiments as the config names them, each one or more seeds."""
         return list(self.config["experiments"])
 
+    def seeds_of(self, group: str) -> list[str]:
+        """The runs of one experiment, first seed first."""
+        return [run for run, (owner, _) in self.runs.items() if owner == group]
+
     def experiment_entry(self, name: str) -> dict:
-        """An experiment's settings with its name (the key it is defined under)."""
-        try:
-            return {"name": name, **self.config["experiments"][name]}
-        except KeyError:
+        """A run's settings: its experiment's, with its name and its own `train.seed`."""
+        if name not in self.runs:
             raise InputError(
                 f"experiment {name!r} is not in the study's `experiments` (study "
                 f"{self.study!r}: {self.experiment_names()}); a preset's experiments need its "
                 "--configfile"
-            ) from None
+            )
+        group, index = self.runs[name]
+        entry = {"name": name, **self.config["experiments"][group], "group": group}
+        if index > 1:
+            entry["train"] = {**entry["train"], "seed": entry["train"]["seed"] + index - 1}
+        return entry
 
     def experiment_dataset(self, name: str) -> str:
         """The name of the dataset an experiment trains and is scored on."""
@@ -111,10 +125,10 @@ class Plan:
 
     def check_experiments(self) -> None:
         """Resolve every experiment once, so that a bad one is reported before any job runs."""
-        names = self.experiment_names()
-        for entry in map(self.experiment_entry, names):
+        for entry in map(self.experiment_entry, self.experiment_names()):
             resolve(entry, self.config["datasets"])
             resolve_evaluation(entry, self.config["datasets"])
+        names = self.groups()
         baseline = self.config["report"]["baseline"]
         if baseline is not None and baseline not in names:
             raise InputError(
@@ -144,17 +158,44 @@ class Plan:
         splits = dict.fromkeys([dev, *self.evaluation_settings(name)["eval_splits"]])
         return [("averaged", split) for split in splits] + [("last", dev)]
 
-    def baseline_of(self, name: str) -> str:
-        """The experiment a translation experiment's scores are tested against: `report.baseline`
-        where it translates the same dataset, else the dataset's first experiment."""
+    def baseline_group(self, name: str) -> str:
+        """The experiment a run's scores are tested against: `report.baseline` where it
+        translates the same dataset, else the dataset's first experiment."""
         dataset = self.experiment_dataset(name)
         same_data = [
-            other
-            for other in self.translation_experiments()
-            if self.experiment_dataset(other) == dataset
+            group
+            for group in self.groups()
+            if self.experiment_dataset(group) == dataset and group in self.translation_experiments()
         ]
         chosen = self.config["report"]["baseline"]
         return chosen if chosen in same_data else same_data[0]
+
+    def baseline_of(self, name: str) -> str:
+        """The baseline's run a run is paired with: the one of the same seed, else its first."""
+        group = self.baseline_group(name)
+        runs = self.seeds_of(group)
+        index = self.runs[name][1]
+        return runs[index - 1] if index <= len(runs) else runs[0]
+
+    def seeded_groups(self) -> list[str]:
+        """Translation experiments summarised over seeds: those of more than one seed, and those
+        tested against a baseline of more than one (the test counts the baseline's spread)."""
+        translating = [g for g in self.groups() if g in self.translation_experiments()]
+        return [
+            group
+            for group in translating
+            if len(self.seeds_of(group)) > 1 or len(self.seeds_of(self.baseline_group(group))) > 1
+        ]
+
+    def seed_score_files(self, checkpoint: str | None = None, names=None) -> list[str]:
+        """Each seeded experiment's summary over seeds, per scored decode."""
+        return [
+            paths.seed_score_file(group, kind, split, self.study)
+            for group in self.seeded_groups()
+            if names is None or group in names
+            for kind, split in self.scored_decodes(group)
+            if checkpoint in (None, kind)
+        ]
 
     def score_files(self, checkpoint: str | None = None, names=None) -> list[str]:
         """Score files of every experiment (or of `names`), or of its averaged or last model."""
@@ -205,9 +246,10 @@ class Plan:
         if names:
             files += [self.table_file(table) for table in ("table2", "table3")]
             files += [paths.figure_file(figure, study=self.study) for figure in FIGURES]
-            files += [
+            files += [  # one seed is enough to look at
                 paths.attention_figure("sentence1", experiment=name, study=self.study)
                 for name in names
+                if self.runs[name][1] == 1
             ]
         return files
 
@@ -219,7 +261,12 @@ class Plan:
 
     def run_record_inputs(self) -> list[str]:
         """What the study's run record describes: every result file and training summary."""
-        return self.train_summaries() + self.score_files() + self.report_files()
+        return (
+            self.train_summaries()
+            + self.score_files()
+            + self.seed_score_files()
+            + self.report_files()
+        )
 
     def report_experiments(self, names: list[str]) -> list[dict]:
         """What the tables and figures need to know of each experiment besides its files."""
@@ -229,6 +276,7 @@ class Plan:
             described.append(
                 {
                     "name": name,
+                    "group": self.runs[name][0],
                     "pair": self.dataset_pair(self.experiment_dataset(name)),
                     "dev_split": self.experiment_entry(name)["dev_split"],
                     "paper_row": self.evaluation_settings(name)["paper_row"],
@@ -254,6 +302,9 @@ class Plan:
             inputs["scores"] = self.score_files("averaged", names)
         elif name == "table3":
             inputs["scores"] = self.score_files("last", names)
+        if name in ("table2", "table3"):
+            kind = "averaged" if name == "table2" else "last"
+            inputs["seed_scores"] = self.seed_score_files(kind, names)
         elif name == "averaging":
             inputs["scores"] = [
                 paths.score_file(n, kind, self.experiment_entry(n)["dev_split"], self.study)
@@ -272,3 +323,20 @@ class Plan:
         counts beside the paper's (which are at the paper's vocabulary)."""
         used = dict.fromkeys(map(self.experiment_dataset, self.translation_experiments()))
         return {name: self.dataset_entry(name)["subword"]["vocab_size"] for name in used}
+
+
+def seed_runs(experiments: dict) -> dict[str, tuple[str, int]]:
+    """Run names of every experiment's seeds: the first keeps the experiment's name, so that a
+    study asking for more seeds reuses the one-seed run; the k-th is `<name>.seed<k>`."""
+    runs = {name: (name, 1) for name in experiments}
+    for name, entry in experiments.items():
+        for index in range(2, entry.get("seeds", 1) + 1):
+            run = f"{name}.seed{index}"
+            if run in runs:
+                raise InputError(
+                    f"experiment {name!r} asks for {entry['seeds']} seeds, and its seed {index} "
+                    f"would be named {run!r}, which is already an experiment of the config: "
+                    f"rename that experiment, or ask {name!r} for fewer seeds"
+                )
+            runs[run] = (name, index)
+    return runs

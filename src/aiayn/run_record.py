@@ -84,6 +84,15 @@ def experiment_record(summary_path: str, decode: dict) -> dict:
 def score_record(score_path: str) -> dict:
     """The headline figures of one score file: BLEU (both protocols) and chrF, or EVALB's."""
     scores = json.loads(Path(score_path).read_text(encoding="utf-8"))
+    if "per_seed" in scores.get("sacrebleu", {}):  # an experiment's record over its seeds
+        return {
+            "seeds": scores["seeds"],
+            "sacrebleu_mean": round(scores["sacrebleu"]["mean"], 2),
+            "sacrebleu_sd": round(scores["sacrebleu"]["sd"], 2),
+            "tokenized_bleu_mean": round(scores["tokenized_bleu"]["mean"], 2),
+            "p_vs_baseline": scores["test"].get("p_value"),
+            "sentences": scores["sentences"],
+        }
     if "evalb" in scores:
         evalb = scores["evalb"]["all"]
         return {
@@ -109,9 +118,11 @@ def run_record(
     root: Path,
     experiments: dict[str, tuple[str, dict]],
     scores: list[str],
+    seed_scores: list[str] = (),
 ) -> dict:
     """The record of the snakemake invocation that (re)made the study's results; `experiments`
-    maps each name to its train.json and its decode settings."""
+    maps each run to its train.json and its decode settings; `seed_scores` are the records over
+    seeds of experiments trained with several."""
     argv, started = invocation()
     now = datetime.datetime.now(datetime.UTC)
     results = Path(paths.results_dir(study))
@@ -127,12 +138,16 @@ def run_record(
             name: experiment_record(summary, decode)
             for name, (summary, decode) in experiments.items()
         },
-        "scores": {
-            Path(path).relative_to(results / "scores").with_suffix("").as_posix(): score_record(
-                path
-            )
-            for path in scores
-        },
+        "scores": by_name(scores, results / "scores"),
+        **({"seed_scores": by_name(seed_scores, results / "seeds")} if seed_scores else {}),
+    }
+
+
+def by_name(score_paths: list[str], folder: Path) -> dict:
+    """Each score file's headline figures, keyed by its path in `folder` without .json."""
+    return {
+        Path(path).relative_to(folder).with_suffix("").as_posix(): score_record(path)
+        for path in score_paths
     }
 
 

@@ -28,7 +28,8 @@ PAPER, OURS = "paper", "ours"
 
 @dataclass
 class ExperimentResult:
-    name: str
+    name: str  # the run: an experiment's first seed has its name, the others <name>.seed<k>
+    group: str  # the experiment
     pair: str  # e.g. en-de
     dev_split: str
     paper_row: str | None
@@ -36,12 +37,18 @@ class ExperimentResult:
     train: dict  # TrainSettings fields
     summary: dict  # train.json
     scores: dict = field(default_factory=dict)  # (checkpoint, split) -> score record
+    # (checkpoint, split) -> the experiment's record over seeds (on its first seed's result)
+    seed_scores: dict = field(default_factory=dict)
 
 
 def collect_results(
-    experiments: list[dict], summary_paths: list[str], score_paths: list[str]
+    experiments: list[dict],
+    summary_paths: list[str],
+    score_paths: list[str],
+    seed_score_paths: list[str] = (),
 ) -> list[ExperimentResult]:
-    """Each experiment the report rule describes, with its train.json and its score files."""
+    """Each run the report rule describes, with its train.json and its score files; the first
+    run of each experiment also holds the experiment's records over seeds."""
     summaries = {load_json(p)["experiment"]: load_json(p) for p in summary_paths}
     results = {
         spec["name"]: ExperimentResult(**spec, summary=summaries[spec["name"]])
@@ -50,7 +57,36 @@ def collect_results(
     for path in score_paths:
         record = load_json(path)
         results[record["experiment"]].scores[(record["checkpoint"], record["split"])] = record
+    for path in seed_score_paths:
+        record = load_json(path)
+        key = (record["checkpoint"], record["split"])
+        results[record["experiment"]].seed_scores[key] = record
     return list(results.values())
+
+
+def by_experiment(results: list[ExperimentResult]) -> list[list[ExperimentResult]]:
+    """Runs grouped by experiment, in order, first seed first."""
+    groups: dict[str, list[ExperimentResult]] = {}
+    for result in results:
+        groups.setdefault(result.group, []).append(result)
+    return list(groups.values())
+
+
+def mean_of(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def spread(values: list[float]) -> float | None:
+    """Sample standard deviation over seeds; none for one seed."""
+    if len(values) < 2:
+        return None
+    mean = sum(values) / len(values)
+    return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+
+
+def rounded(value, digits: int = 2):
+    return None if value is None else round(value, digits)
 
 
 def load_json(path: str) -> dict:
@@ -81,6 +117,8 @@ def confidence(record: dict | None, significance: float, prefix: str = "") -> di
     }
     if record is None:
         return columns
+    if "per_seed" in record["sacrebleu"]:
+        return seed_confidence(record, significance, columns, prefix)
     for key, metric in (
         (f"{prefix}BLEU (tok.) ±95%", "tokenized_bleu"),
         (f"{prefix}sacreBLEU ±95%", "sacrebleu"),
@@ -88,6 +126,21 @@ def confidence(record: dict | None, significance: float, prefix: str = "") -> di
         bootstrap = record[metric].get("bootstrap")
         columns[key] = round(bootstrap["ci95"], 2) if bootstrap else None
     test = record.get("paired_bootstrap") or {}
+    if test.get("is_baseline"):
+        columns["vs. baseline"] = "(baseline)"
+    elif test.get("p_value") is not None:
+        columns["vs. baseline"] = test["baseline"]
+        columns["p"] = round(test["p_value"], 4)
+        columns["sig."] = "*" if test["p_value"] < significance else ""
+    return columns
+
+
+def seed_confidence(record: dict, significance: float, columns: dict, prefix: str) -> dict:
+    """The same columns from an experiment's record over seeds: each mean's 95% half-width over
+    seeds and sentences, and the seed-aware test (aiayn.seed_stats)."""
+    columns[f"{prefix}BLEU (tok.) ±95%"] = round(record["tokenized_bleu"]["ci95"], 2)
+    columns[f"{prefix}sacreBLEU ±95%"] = round(record["sacrebleu"]["ci95"], 2)
+    test = record["test"]
     if test.get("is_baseline"):
         columns["vs. baseline"] = "(baseline)"
     elif test.get("p_value") is not None:
@@ -121,8 +174,11 @@ def table2(results: list[ExperimentResult], significance: float = 0.05) -> pd.Da
                         "source": PAPER,
                         "model": entry[0],
                         "test set": "newstest2014",
+                        "seeds": None,
                         "BLEU (tok., compound split)": entry[bleu_column],
+                        "BLEU (tok.) sd over seeds": None,
                         "sacreBLEU": None,
+                        "sacreBLEU sd over seeds": None,
                         **confidence(None, significance),
                         "chrF": None,
                         "train cost, paper's way (FLOPs)": entry[cost_column],
@@ -132,32 +188,8 @@ def table2(results: list[ExperimentResult], significance: float = 0.05) -> pd.Da
                         "device": None,
                     }
                 )
-        for result in (r for r in results if r.pair == pair):
-            summary = result.summary
-            compare = TABLE2_ROW_OF.get(result.paper_row or "")
-            label = result.name + (f" (vs. {compare})" if compare else "")
-            for (checkpoint, split), record in result.scores.items():
-                if checkpoint != "averaged" or split == result.dev_split:
-                    continue
-                rows.append(
-                    {
-                        "pair": pair,
-                        "source": OURS,
-                        "model": label,
-                        "test set": describe_test_set(record),
-                        "BLEU (tok., compound split)": round(record["tokenized_bleu"]["score"], 2),
-                        "sacreBLEU": round(record["sacrebleu"]["score"], 2),
-                        **confidence(record, significance),
-                        "chrF": round(record["chrf"]["score"], 2),
-                        "train cost, paper's way (FLOPs)": paper_way_cost(summary),
-                        "train cost at bf16 rate (FLOPs)": paper_way_cost(summary, "bf16"),
-                        "train FLOPs, counted": summary.get("train_flops"),
-                        "train hours x devices": round(
-                            summary["seconds"] / 3600 * summary["processes"], 4
-                        ),
-                        "device": summary.get("device_name", summary.get("device")),
-                    }
-                )
+        for runs in by_experiment([r for r in results if r.pair == pair]):
+            rows += table2_rows(runs, pair, significance)
     table = pd.DataFrame(rows)
     for column in (
         "train cost, paper's way (FLOPs)",
@@ -167,6 +199,58 @@ def table2(results: list[ExperimentResult], significance: float = 0.05) -> pd.Da
         if column in table:
             table[column] = table[column].map(lambda v: None if pd.isna(v) else f"{v:.1e}")
     return table
+
+
+def table2_rows(runs: list[ExperimentResult], pair: str, significance: float) -> list[dict]:
+    """One experiment's rows of Table 2, one per test split: its run's scores, or with several
+    seeds their mean, spread and seed-aware test, and the mean training cost of a run."""
+    first = runs[0]
+    compare = TABLE2_ROW_OF.get(first.paper_row or "")
+    label = first.group + (f" (vs. {compare})" if compare else "")
+    summaries = [run.summary for run in runs]
+    rows = []
+    for (checkpoint, split), record in first.scores.items():
+        if checkpoint != "averaged" or split == first.dev_split:
+            continue
+        over_seeds = first.seed_scores.get((checkpoint, split))
+        if over_seeds is not None:
+            bleu = {
+                "BLEU (tok., compound split)": round(over_seeds["tokenized_bleu"]["mean"], 2),
+                "BLEU (tok.) sd over seeds": round(over_seeds["tokenized_bleu"]["sd"], 2),
+                "sacreBLEU": round(over_seeds["sacrebleu"]["mean"], 2),
+                "sacreBLEU sd over seeds": round(over_seeds["sacrebleu"]["sd"], 2),
+            }
+            chrf = mean_of(run.scores[(checkpoint, split)]["chrf"]["score"] for run in runs)
+        else:
+            bleu = {
+                "BLEU (tok., compound split)": round(record["tokenized_bleu"]["score"], 2),
+                "BLEU (tok.) sd over seeds": None,
+                "sacreBLEU": round(record["sacrebleu"]["score"], 2),
+                "sacreBLEU sd over seeds": None,
+            }
+            chrf = record["chrf"]["score"]
+        rows.append(
+            {
+                "pair": pair,
+                "source": OURS,
+                "model": label,
+                "test set": describe_test_set(record),
+                "seeds": len(runs),
+                **bleu,
+                **confidence(over_seeds or record, significance),
+                "chrF": rounded(chrf),
+                "train cost, paper's way (FLOPs)": mean_of(map(paper_way_cost, summaries)),
+                "train cost at bf16 rate (FLOPs)": mean_of(
+                    paper_way_cost(summary, "bf16") for summary in summaries
+                ),
+                "train FLOPs, counted": mean_of(s.get("train_flops") for s in summaries),
+                "train hours x devices": round(
+                    mean_of(s["seconds"] / 3600 * s["processes"] for s in summaries), 4
+                ),
+                "device": first.summary.get("device_name", first.summary.get("device")),
+            }
+        )
+    return rows
 
 
 def architecture(config: TransformerConfig) -> dict:
@@ -194,9 +278,13 @@ def paper_table3_row(row: str, vocab_size: int = 37000) -> dict:
         "eps_ls": TABLE3_LABEL_SMOOTHING.get(row, 0.1),
         "train steps": steps,
         "real tokens/step (src, tgt)": "~25000, ~25000",
+        "seeds": None,
         "dev PPL": ppl,
+        "dev PPL sd over seeds": None,
         "dev BLEU (tok.)": bleu,
+        "dev BLEU (tok.) sd over seeds": None,
         "dev sacreBLEU": None,
+        "dev sacreBLEU sd over seeds": None,
         **confidence(None, 0, "dev "),
         "params (M)": params,
         "dev set": "newstest2013",
@@ -212,28 +300,47 @@ def tokens_per_step(summary: dict) -> str | None:
 
 def table3(results: list[ExperimentResult], significance: float = 0.05) -> pd.DataFrame:
     """Every experiment (its last checkpoint on its dev split, no averaging, as the paper),
-    each after the paper's row it is compared with."""
+    each after the paper's row it is compared with; several seeds give their mean and spread."""
     rows = []
-    for result in results:
-        if result.paper_row:
-            rows.append(paper_table3_row(result.paper_row))
-        config = TransformerConfig(**result.model)
-        record = result.scores.get(("last", result.dev_split))
+    for runs in by_experiment(results):
+        first = runs[0]
+        if first.paper_row:
+            rows.append(paper_table3_row(first.paper_row))
+        config = TransformerConfig(**first.model)
+        key = ("last", first.dev_split)
+        record = first.scores.get(key)
+        over_seeds = first.seed_scores.get(key)
+        perplexities = [run.summary["dev_ppl"] for run in runs]
+        if over_seeds is not None:
+            bleu = {
+                "dev BLEU (tok.)": round(over_seeds["tokenized_bleu"]["mean"], 2),
+                "dev BLEU (tok.) sd over seeds": round(over_seeds["tokenized_bleu"]["sd"], 2),
+                "dev sacreBLEU": round(over_seeds["sacrebleu"]["mean"], 2),
+                "dev sacreBLEU sd over seeds": round(over_seeds["sacrebleu"]["sd"], 2),
+            }
+        else:
+            bleu = {
+                "dev BLEU (tok.)": round(record["tokenized_bleu"]["score"], 2) if record else None,
+                "dev BLEU (tok.) sd over seeds": None,
+                "dev sacreBLEU": round(record["sacrebleu"]["score"], 2) if record else None,
+                "dev sacreBLEU sd over seeds": None,
+            }
         rows.append(
             {
-                "pair": result.pair,
+                "pair": first.pair,
                 "source": OURS,
-                "row": result.name,
+                "row": first.group,
                 **architecture(config),
-                "eps_ls": result.train["label_smoothing"],
-                "train steps": result.summary["steps"],
-                "real tokens/step (src, tgt)": tokens_per_step(result.summary),
-                "dev PPL": round(result.summary["dev_ppl"], 2),
-                "dev BLEU (tok.)": round(record["tokenized_bleu"]["score"], 2) if record else None,
-                "dev sacreBLEU": round(record["sacrebleu"]["score"], 2) if record else None,
-                **confidence(record, significance, "dev "),
+                "eps_ls": first.train["label_smoothing"],
+                "train steps": first.summary["steps"],
+                "real tokens/step (src, tgt)": tokens_per_step(first.summary),
+                "seeds": len(runs),
+                "dev PPL": round(mean_of(perplexities), 2),
+                "dev PPL sd over seeds": rounded(spread(perplexities)),
+                **bleu,
+                **confidence(over_seeds or record, significance, "dev "),
                 "params (M)": round(count_parameters(config) / 1e6, 2),
-                "dev set": result.dev_split,
+                "dev set": first.dev_split,
             }
         )
     return pd.DataFrame(rows)
@@ -250,7 +357,15 @@ TABLE2_CAPTION = (
     "at 9.5; ours: the device's sustained fp32 matrix-multiply rate, TF32 off, the "
     f"{RATE_METHOD} at the end of training); the bf16 column "
     "is the same hours at the device's measured bf16 rate, for runs trained in bf16; counted "
-    "FLOPs are 3 x the forward pass on the padded batches trained on."
+    "FLOPs are 3 x the forward pass on the padded batches trained on. " + "{seeds}"
+)
+SEEDS_NOTE = (
+    "An experiment trained with several seeds (`seeds` column) shows the mean over seeds, "
+    "the sample standard deviation over seeds (sd), the mean cost of one run, a ±95% half-width "
+    "and p from a two-level paired bootstrap that resamples seeds as well as sentences "
+    "(aiayn.seed_stats: Davison & Hinkley 1997, 3.8; replicates as Clark et al. 2011 ask; "
+    "results/<study>/seeds/), so a difference marked * holds across training runs, not only "
+    "across test sentences."
 )
 TABLE3_CAPTION = (
     "Table 3, regenerated. Each of our experiments (ours) follows the paper's row it is "
@@ -259,5 +374,12 @@ TABLE3_CAPTION = (
     "test of its dev sacreBLEU against the baseline's (* where p is below report.significance); "
     "PPL per BPE token; real tokens/step is the mean of unpadded source and target tokens per "
     "optimizer step over all processes (the paper's: approximately 25000 each); params counted "
-    "from the model code with the experiment's vocabulary (the paper's rows use 37000)."
+    "from the model code with the experiment's vocabulary (the paper's rows use 37000). "
+    + "{seeds}"
 )
+
+
+def caption(template: str, results: list[ExperimentResult]) -> str:
+    """A table's caption, saying how seeds are summarised where an experiment has several."""
+    seeded = any(result.seed_scores for result in results)
+    return template.format(seeds=SEEDS_NOTE if seeded else "").strip()
