@@ -77,9 +77,10 @@ def main() -> None:
     cli.add_argument("--wall-seconds", type=float, required=True, help="the run's wall time")
     cli.add_argument("--device", required=True, help='e.g. "CPU: AMD EPYC, 2 cores"')
     args = cli.parse_args()
-    names = sorted(path.parent.name for path in args.root.glob(paths.train_summary("*")))
+    scores = args.root / paths.results_dir("toy") / "scores"  # the toy study's experiments only
+    names = sorted(path.name for path in scores.glob("*") if path.is_dir())
     if not names:
-        sys.exit(f"{args.root} has no runs/*/train.json: run `snakemake --cores all` there first")
+        sys.exit(f"{args.root} has no {scores}/: run `snakemake --cores all` there first")
     record = {
         "what": "`snakemake --cores all` on the default config in a fresh clone (no data/, runs/, "
         ".snakemake/): train.json, decode and score files of each experiment",

@@ -257,6 +257,28 @@ def test_readme_toy_table_is_the_committed_default_run():
     )
 
 
+def test_readme_seed_table_is_the_committed_toy_seeds_study():
+    """The README's seed table: each experiment's mean ± sd over seeds (sacreBLEU), the
+    seed-aware p and the one-seed paired p, as results/toy_seeds/ holds them."""
+    root = PROJECT / "results" / "toy_seeds"
+    for name in ("tiny", "tiny_one_head", "tiny_learned_positions", "tiny_one_layer"):
+        last = json.loads((root / f"seeds/{name}/last/dev.json").read_text())
+        test = json.loads((root / f"seeds/{name}/averaged/test.json").read_text())
+        single = json.loads((root / f"scores/{name}/averaged/test.json").read_text())
+        cells = [cell.strip() for cell in readme_row(f"| `{name}` | 3 |").split("|")[3:-1]]
+
+        def p(value):
+            return "baseline" if value is None else f"{value:.3f}"
+
+        assert cells == [
+            f"{last['sacrebleu']['mean']:.1f} ± {last['sacrebleu']['sd']:.1f}",
+            " / ".join(f"{score:.1f}" for score in test["sacrebleu"]["per_seed"]),
+            f"{test['sacrebleu']['mean']:.1f} ± {test['sacrebleu']['sd']:.1f}",
+            p(test["test"].get("p_value")),
+            p(single["paired_bootstrap"].get("p_value")),
+        ], name
+
+
 def test_the_fidelity_page_quotes_the_recorded_step_fill():
     """docs/fidelity.md's share of the step's real target tokens is the default run's."""
     record = json.loads((PROJECT / "results/toy/default_run.json").read_text())
@@ -335,7 +357,7 @@ def test_ci_runs_exactly_the_readme_install_and_test_commands():
     assert 'python -m pip install -e ".[dev]"' in ci and "\npytest || status=$?" in ci
 
 
-COMMITTED_STUDIES = ("toy", "multi30k", "wmt14_en_de_sample", "ptb_sample")
+COMMITTED_STUDIES = ("toy", "toy_seeds", "multi30k", "wmt14_en_de_sample", "ptb_sample")
 
 
 def study_record(study: str) -> dict:
@@ -349,9 +371,10 @@ def test_committed_studies_are_what_the_workflow_wrote_at_a_commit(study):
     record = study_record(study)
     assert record["study"] == study and record["command"].startswith("snakemake ")
     assert record["commit"] and record["uncommitted_changes"] is False
-    folder = PROJECT / "results" / study / "scores"
-    on_disk = {p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.json")}
-    assert on_disk == set(record["scores"])
+    for kind, key in (("scores", "scores"), ("seeds", "seed_scores")):
+        folder = PROJECT / "results" / study / kind
+        on_disk = {p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.json")}
+        assert on_disk == set(record.get(key, {})), kind
     assert sorted(p.name for p in (PROJECT / "results").iterdir() if p.is_dir()) == sorted(
         COMMITTED_STUDIES
     )
