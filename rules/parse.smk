@@ -67,3 +67,28 @@ rule score_parse:
         code=code_version("score_parse.py"),
     script:
         "../workflow_scripts/score_parse.py"
+
+
+rule parse_baselines:
+    """Right-branching and flat trees over a parsing split's words, scored by the same EVALB
+    rules: what a parser that ignores its input can reach (Table 4's baseline rows)."""
+    input:
+        gold_trees=lambda wildcards: paths.gold_trees(
+            wildcards.dataset, wildcards.split, plan.dataset_pair(wildcards.dataset)
+        ),
+        train_trees=lambda wildcards: paths.gold_trees(
+            wildcards.dataset, "train", plan.dataset_pair(wildcards.dataset)
+        ),
+    output:
+        scores=paths.parse_baseline_file(study=plan.study),
+    log:
+        f"logs/parse_baselines/{plan.study}/{{dataset}}/{{split}}.log",
+    wildcard_constraints:
+        dataset=names_pattern(plan.treebank_datasets()),
+    conda:
+        "envs/aiayn.yaml"
+    params:
+        test_set=lambda wildcards: plan.split_source(wildcards.dataset, wildcards.split),
+        code=code_version("parse_baselines.py"),
+    script:
+        "../workflow_scripts/parse_baselines.py"

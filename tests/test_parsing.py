@@ -118,6 +118,14 @@ def test_xx_and_word_leaves_come_back_as_xx_except_punctuation_evalb_deletes(lea
             "(TOP (S (NP (NNP Ms.) (XX Haag)) (VBZ plays) (NNP Elianti) (. .)))",
             {"punctuation_tags": 2},
         ),
+        # `$` and `%` have no letter or digit, but EVALB keeps them (tagged $ and NN): a comma
+        # or full-stop tag on them is repaired like one on a word; `'` keeps the output's tag
+        # (a possessive or a closing quote: its form cannot tell).
+        (
+            "(S , CD . '' )S",
+            "(TOP (S (XX $) (CD 5) (XX %) ('' ')))",
+            {"punctuation_tags": 2},
+        ),
         # Nothing usable at all: every word under the root.
         (
             "",
@@ -127,9 +135,10 @@ def test_xx_and_word_leaves_come_back_as_xx_except_punctuation_evalb_deletes(lea
     ],
 )
 def test_malformed_output_is_repaired_over_the_input_words_and_counted(sequence, expected, repairs):
-    rebuilt, counted = delinearize(sequence, WORDS)
+    words = ["$", "5", "%", "'"] if sequence.startswith("(S , CD") else WORDS
+    rebuilt, counted = delinearize(sequence, words)
     assert str(rebuilt) == expected
-    assert rebuilt.words() == WORDS
+    assert rebuilt.words() == words
     assert dict(counted) == repairs
 
 
@@ -173,6 +182,19 @@ def test_one_wrong_span():
     assert figures["recall"] == 50.0 and figures["precision"] == pytest.approx(200 / 3)
     assert figures["f1"] == pytest.approx(2 * 50 * (200 / 3) / (50 + 200 / 3))
     assert counts["crossing"] == 1
+
+
+def test_a_dollar_sign_tagged_as_a_comma_no_longer_costs_evalb_the_sentence():
+    """Before the repair, `(, $)` made EVALB delete `$` from the output tree only: a length
+    mismatch, and the whole sentence left out of the score as an error."""
+    (gold,) = read_trees("(TOP (S (NP ($ $) (CD 5)) (VP (VBD rose))))")
+    words = gold.words()
+    rebuilt, repairs = delinearize("(S (NP , CD )NP (VP VBD )VP )S", words)
+    assert repairs == {"punctuation_tags": 1}
+    counts = evalb([gold], [rebuilt])["all"]["counts"]
+    assert counts["error_sentences"] == 0 and counts["matched_brackets"] == 3
+    (unrepaired,) = read_trees("(TOP (S (NP (, $) (CD 5)) (VP (VBD rose))))")
+    assert evalb([gold], [unrepaired])["all"]["counts"]["error_sentences"] == 1
 
 
 def test_punctuation_is_deleted_by_each_trees_own_tags():
@@ -282,11 +304,12 @@ def test_the_nltk_sample_reads_whole_and_round_trips():
     assert changed[0][1] == {"punctuation_tags": 1}
 
 
-def test_table4_puts_the_papers_rows_first_and_labels_ours():
+def test_table4_puts_the_papers_rows_first_then_the_baselines_and_labels_ours():
     from aiayn.report.parsing_table import describe_training, table4
     from aiayn.report.tables import ExperimentResult
 
-    evalb_figures = {"f1": 50.123, "precision": 60.0, "recall": 43.0}
+    counts = {"error_sentences": 2}
+    evalb_figures = {"f1": 50.123, "precision": 60.0, "recall": 43.0, "counts": counts}
     record = {
         "split": "test",
         "sentences": 168,
@@ -306,12 +329,57 @@ def test_table4_puts_the_papers_rows_first_and_labels_ours():
         scores={("averaged", "test"): record, ("averaged", "dev"): record, ("last", "dev"): record},
     )
     training = describe_training({"documents": "0001-0159"}, {"kept_pairs": 3396}, result.summary)
-    table = table4([result], {"p": training})
-    assert list(table["source"]) == ["paper"] * 12 + ["ours"]
+    baseline = {
+        "split": "test",
+        "sentences": 168,
+        "test_set": record["test_set"],
+        "labels": {"top": "S", "right_branching": "VP"},
+        "baselines": {
+            "right-branching": {"all": {**evalb_figures, "f1": 19.3}},
+            "flat": {"all": {**evalb_figures, "f1": 9.7}},
+        },
+    }
+    table = table4([result], {"p": training}, [baseline])
+    assert list(table["source"]) == ["paper"] * 12 + ["baseline"] * 2 + ["ours"]
+    right, flat = table.iloc[12], table.iloc[13]
+    assert right["parser"] == "right-branching (S over nested VP)" and right["F1"] == 19.3
+    assert flat["parser"] == "flat (every word under one S)" and flat["F1"] == 9.7
+    assert right["test set"] == "test (documents 0170-0179, 168 sentences)"
     ours = table.iloc[-1]
+    assert ours["error sentences"] == 2
     assert ours["parser"] == "p (N=3, d_model=256)"
     assert ours["training"] == "documents 0001-0159: 3396 sentences, 1200 steps"
     assert ours["test set"] == "test (documents 0170-0179, 168 sentences)"
     assert (ours["F1"], ours["repaired trees (%)"]) == (50.12, 25.0)
     paper = table[table["parser"] == "Transformer (4 layers)"]
     assert list(paper["F1"]) == [91.3, 92.7]
+
+
+def test_baseline_trees_cover_the_words_as_their_names_say():
+    from aiayn.parsing.baselines import flat_tree, right_branching_tree, top_label
+
+    words = ["Ms.", "Haag", "plays", "Elianti", "."]
+    assert (
+        str(flat_tree(words, "S")) == "(TOP (S (XX Ms.) (XX Haag) (XX plays) (XX Elianti) (. .)))"
+    )
+    assert str(right_branching_tree(words, "S")) == (
+        "(TOP (S (XX Ms.) (VP (XX Haag) (VP (XX plays) (VP (XX Elianti) (. .))))))"
+    )
+    assert str(right_branching_tree(["Yes"], "S")) == "(TOP (S (XX Yes)))"
+    trees = list(read_trees("(TOP (S (NP (NN a)))) (TOP (S (VB b))) (TOP (FRAG (NN c)))"))
+    assert top_label(trees) == "S"
+
+
+def test_right_branching_beats_flat_on_the_sample_and_both_lose_no_sentence():
+    """On the sample's dev documents (where the VP label was chosen): the figures
+    docs/parsing.md quotes."""
+    from aiayn.parsing.baselines import baseline_trees
+
+    files = select_files({"documents": "0160-0169"}, str(shared("ptb_nltk_sample", "combined")))
+    gold = [clean_tree(t) for path in files for t in read_trees(open(path).read(), path)]
+    gold = [tree for tree in gold if tree]
+    sentences = [tree.words() for tree in gold]
+    right = evalb(gold, baseline_trees("right-branching", sentences, "S"))["all"]
+    flat = evalb(gold, baseline_trees("flat", sentences, "S"))["all"]
+    assert (round(right["f1"], 1), round(flat["f1"], 1)) == (14.4, 9.3)
+    assert right["counts"]["error_sentences"] <= 1 and flat["counts"]["error_sentences"] <= 1

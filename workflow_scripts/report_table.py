@@ -43,7 +43,8 @@ def table4():
         )
         for result, record in zip(parsers, snakemake.input.train_records, strict=True)
     }
-    return parsing_table.table4(parsers, training), parsing_table.TABLE4_CAPTION
+    baselines = [tables.load_json(path) for path in snakemake.input.baselines]
+    return parsing_table.table4(parsers, training, baselines), parsing_table.TABLE4_CAPTION
 
 
 def main():

@@ -88,6 +88,11 @@ def seed_score_file(
     return f"{results_dir(study)}/seeds/{experiment}/{checkpoint}/{split}.json"
 
 
+def parse_baseline_file(dataset="{dataset}", split="{split}", study="{study}") -> str:
+    """Trivial parsers' EVALB figures on a parsing split (aiayn.parsing.baselines)."""
+    return f"{results_dir(study)}/baselines/{dataset}/{split}.json"
+
+
 def table_file(table="{table}", suffix="md", study="{study}") -> str:
     return f"{results_dir(study)}/tables/{table}.{suffix}"
 

@@ -147,6 +147,19 @@ class Plan:
         parsing = self.parsing_experiments()
         return [name for name in self.experiment_names() if name not in parsing]
 
+    def parse_baseline_files(self, names=None) -> list[str]:
+        """Trivial parsers' scores on each split the parsers (or `names`) are tested on."""
+        files = []
+        for name in self.parsing_experiments() if names is None else names:
+            dataset = self.experiment_dataset(name)
+            dev = self.experiment_entry(name)["dev_split"]
+            files += [
+                paths.parse_baseline_file(dataset, split, self.study)
+                for kind, split in self.scored_decodes(name)
+                if kind == "averaged" and split != dev
+            ]
+        return list(dict.fromkeys(files))
+
     def averaged_models(self) -> list[str]:
         return [paths.averaged_model(name) for name in self.experiment_names()]
 
@@ -312,6 +325,7 @@ class Plan:
                 for kind in ("last", "averaged")
             ]
         if name == "table4":
+            inputs["baselines"] = self.parse_baseline_files(names)
             inputs["train_records"] = [
                 paths.split_record("clean", dataset, "train", self.dataset_pair(dataset))
                 for dataset in map(self.experiment_dataset, names)

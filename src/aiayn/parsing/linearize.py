@@ -34,12 +34,16 @@ PUNCTUATION_TAGS = {
     ":": ":",
     ";": ":",
     "--": ":",
+    "-": ":",
     "...": ":",
     "``": "``",
     "`": "``",
     "''": "''",
 }
 _DELETED_TAGS = frozenset(PUNCTUATION_TAGS.values())
+# The one form the Treebank tags both ways: a possessive (POS) or a closing quote (''). The
+# output's tag is kept on it, right or wrong: no form-based rule can tell which.
+EITHER_WAY = frozenset({"'"})
 REPAIRS = (
     "unmatched_close",  # a closing bracket with nothing open: dropped
     "close_label_mismatch",  # `(NP ... )VP`: closes the open NP
@@ -91,13 +95,14 @@ def default_tag(word: str) -> str:
 
 def leaf_tag(tag: str, word: str, repairs: Counter) -> str:
     """The output's tag, unless it disagrees with the word about being punctuation EVALB
-    deletes (a full stop not tagged `.`, a word with letters or digits tagged `,`): a word out of
-    step with its tag would otherwise make EVALB drop the whole sentence as a length mismatch."""
+    deletes: a full stop not tagged `.` takes `.`; any other word tagged as such punctuation
+    (`,` on a word with letters, or on `$`, `%`, `#`, which the Treebank tags $, NN, #) takes XX
+    like any word. One such tag would make EVALB drop the whole sentence as a length mismatch."""
     expected = PUNCTUATION_TAGS.get(word)
     if expected is not None and tag != expected:
         repairs["punctuation_tags"] += 1
         return expected
-    if expected is None and tag in _DELETED_TAGS and any(c.isalnum() for c in word):
+    if expected is None and tag in _DELETED_TAGS and word not in EITHER_WAY:
         repairs["punctuation_tags"] += 1
         return UNKNOWN_TAG
     return tag
