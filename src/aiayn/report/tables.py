@@ -125,7 +125,11 @@ def confidence(record: dict | None, significance: float, prefix: str = "") -> di
     ):
         bootstrap = record[metric].get("bootstrap")
         columns[key] = round(bootstrap["ci95"], 2) if bootstrap else None
-    test = record.get("paired_bootstrap") or {}
+    return with_test(columns, record.get("paired_bootstrap") or {}, significance)
+
+
+def with_test(columns: dict, test: dict, significance: float) -> dict:
+    """The baseline, p and its star from a test record (one run's or over seeds)."""
     if test.get("is_baseline"):
         columns["vs. baseline"] = "(baseline)"
     elif test.get("p_value") is not None:
@@ -140,14 +144,7 @@ def seed_confidence(record: dict, significance: float, columns: dict, prefix: st
     seeds and sentences, and the seed-aware test (aiayn.seed_stats)."""
     columns[f"{prefix}BLEU (tok.) ±95%"] = round(record["tokenized_bleu"]["ci95"], 2)
     columns[f"{prefix}sacreBLEU ±95%"] = round(record["sacrebleu"]["ci95"], 2)
-    test = record["test"]
-    if test.get("is_baseline"):
-        columns["vs. baseline"] = "(baseline)"
-    elif test.get("p_value") is not None:
-        columns["vs. baseline"] = test["baseline"]
-        columns["p"] = round(test["p_value"], 4)
-        columns["sig."] = "*" if test["p_value"] < significance else ""
-    return columns
+    return with_test(columns, record["test"], significance)
 
 
 def describe_test_set(record: dict) -> str:
@@ -201,6 +198,39 @@ def table2(results: list[ExperimentResult], significance: float = 0.05) -> pd.Da
     return table
 
 
+TABLE2_BLEU = (
+    "BLEU (tok., compound split)",
+    "BLEU (tok.) sd over seeds",
+    "sacreBLEU",
+    "sacreBLEU sd over seeds",
+)
+TABLE3_BLEU = (
+    "dev BLEU (tok.)",
+    "dev BLEU (tok.) sd over seeds",
+    "dev sacreBLEU",
+    "dev sacreBLEU sd over seeds",
+)
+
+
+def bleu_columns(record: dict | None, over_seeds: dict | None, names: tuple) -> dict:
+    """Both BLEUs and their spreads over seeds, under `names`: one run's scores (no spread), or
+    the mean and standard deviation of an experiment's seeds."""
+    tokenized, tokenized_sd, sacre, sacre_sd = names
+    if over_seeds is not None:
+        return {
+            tokenized: round(over_seeds["tokenized_bleu"]["mean"], 2),
+            tokenized_sd: round(over_seeds["tokenized_bleu"]["sd"], 2),
+            sacre: round(over_seeds["sacrebleu"]["mean"], 2),
+            sacre_sd: round(over_seeds["sacrebleu"]["sd"], 2),
+        }
+    return {
+        tokenized: round(record["tokenized_bleu"]["score"], 2) if record else None,
+        tokenized_sd: None,
+        sacre: round(record["sacrebleu"]["score"], 2) if record else None,
+        sacre_sd: None,
+    }
+
+
 def table2_rows(runs: list[ExperimentResult], pair: str, significance: float) -> list[dict]:
     """One experiment's rows of Table 2, one per test split: its run's scores, or with several
     seeds their mean, spread and seed-aware test, and the mean training cost of a run."""
@@ -213,21 +243,10 @@ def table2_rows(runs: list[ExperimentResult], pair: str, significance: float) ->
         if checkpoint != "averaged" or split == first.dev_split:
             continue
         over_seeds = first.seed_scores.get((checkpoint, split))
+        bleu = bleu_columns(record, over_seeds, TABLE2_BLEU)
         if over_seeds is not None:
-            bleu = {
-                "BLEU (tok., compound split)": round(over_seeds["tokenized_bleu"]["mean"], 2),
-                "BLEU (tok.) sd over seeds": round(over_seeds["tokenized_bleu"]["sd"], 2),
-                "sacreBLEU": round(over_seeds["sacrebleu"]["mean"], 2),
-                "sacreBLEU sd over seeds": round(over_seeds["sacrebleu"]["sd"], 2),
-            }
             chrf = mean_of(run.scores[(checkpoint, split)]["chrf"]["score"] for run in runs)
         else:
-            bleu = {
-                "BLEU (tok., compound split)": round(record["tokenized_bleu"]["score"], 2),
-                "BLEU (tok.) sd over seeds": None,
-                "sacreBLEU": round(record["sacrebleu"]["score"], 2),
-                "sacreBLEU sd over seeds": None,
-            }
             chrf = record["chrf"]["score"]
         rows.append(
             {
@@ -311,20 +330,7 @@ def table3(results: list[ExperimentResult], significance: float = 0.05) -> pd.Da
         record = first.scores.get(key)
         over_seeds = first.seed_scores.get(key)
         perplexities = [run.summary["dev_ppl"] for run in runs]
-        if over_seeds is not None:
-            bleu = {
-                "dev BLEU (tok.)": round(over_seeds["tokenized_bleu"]["mean"], 2),
-                "dev BLEU (tok.) sd over seeds": round(over_seeds["tokenized_bleu"]["sd"], 2),
-                "dev sacreBLEU": round(over_seeds["sacrebleu"]["mean"], 2),
-                "dev sacreBLEU sd over seeds": round(over_seeds["sacrebleu"]["sd"], 2),
-            }
-        else:
-            bleu = {
-                "dev BLEU (tok.)": round(record["tokenized_bleu"]["score"], 2) if record else None,
-                "dev BLEU (tok.) sd over seeds": None,
-                "dev sacreBLEU": round(record["sacrebleu"]["score"], 2) if record else None,
-                "dev sacreBLEU sd over seeds": None,
-            }
+        bleu = bleu_columns(record, over_seeds, TABLE3_BLEU)
         rows.append(
             {
                 "pair": first.pair,
