@@ -65,5 +65,5 @@ def test_table4_puts_the_paper_beside_ours(parsing_run):
     assert "documents 0001-0159: 3396 sentences" in ours
     baselines = [line for line in table.splitlines() if "| baseline " in line]
     assert len(baselines) == 2 and "right-branching (S over nested VP)" in baselines[0]
-    assert "19.3" in baselines[0] and "9.7" in baselines[1]  # test F1, as measured by hand
+    assert "19.27" in baselines[0] and "9.74" in baselines[1]  # test F1, as measured by hand
     assert not (parsing_run / RESULTS / "tables/table2.md").exists()
