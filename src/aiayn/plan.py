@@ -175,10 +175,11 @@ class Plan:
         """The experiment a run's scores are tested against: `report.baseline` where it
         translates the same dataset, else the dataset's first experiment."""
         dataset = self.experiment_dataset(name)
+        translating = self.translation_experiments()
         same_data = [
             group
             for group in self.groups()
-            if self.experiment_dataset(group) == dataset and group in self.translation_experiments()
+            if group in translating and self.experiment_dataset(group) == dataset
         ]
         chosen = self.config["report"]["baseline"]
         return chosen if chosen in same_data else same_data[0]
