@@ -116,7 +116,7 @@ def summarise(
         means = resampled_means(bleu, systems, own_seeds, weights)
         summary[name] = {
             "per_seed": per_seed,
-            "mean": statistics.fmean(per_seed),
+            "mean": mean_score(bleu, systems),
             "sd": statistics.stdev(per_seed) if len(per_seed) > 1 else 0.0,
             "ci95": float(np.percentile(means, 97.5) - np.percentile(means, 2.5)) / 2,
         }
@@ -126,13 +126,17 @@ def summarise(
     return summary
 
 
+def mean_score(bleu: CorpusBleu, runs: list[np.ndarray]) -> float:
+    """The mean over runs of each one's corpus BLEU."""
+    return statistics.fmean(bleu.score(stats.sum(axis=0)) for stats in runs)
+
+
 def seed_aware_test(bleu, systems, baseline, own_seeds, weights, rng) -> dict:
     """The two-level paired bootstrap of the mean sacreBLEU difference to the baseline; systems
     and baseline: each seed's sentence statistics."""
     if not baseline:
         raise InputError("the seed-aware test needs at least one of the baseline's outputs")
-    mean_of = lambda runs: statistics.fmean(bleu.score(s.sum(axis=0)) for s in runs)  # noqa: E731
-    observed = mean_of(systems) - mean_of(baseline)
+    observed = mean_score(bleu, systems) - mean_score(bleu, baseline)
     if all(np.array_equal(a, b) for a in systems for b in baseline):
         return {"p_value": 1.0, "difference": 0.0, "identical": True, "method": TEST_METHOD}
     base_seeds = rng.integers(0, len(baseline), size=(weights.shape[0], len(baseline)))
