@@ -155,7 +155,7 @@ def beam_search(
     """
     k, alpha, rule = settings.beam_size, settings.alpha, settings.finalize
     finalize_all = rule == "t2t" and settings.search == "beam"
-    force_eos = rule == "fairseq"
+    fairseq = rule == "fairseq"
     device, batch = source.device, source.size(0)
     drop_every = drop_every or default_drop_every(device)
     max_length = source_lengths.cpu() + settings.max_length_offset  # (B,), on the host
@@ -176,7 +176,8 @@ def beam_search(
         vocab = log_probs.size(-1)
         log_probs[:, PAD_ID] = log_probs[:, BOS_ID] = -math.inf
         at_limit = limit[active] <= t  # (n,)
-        if force_eos and bool((active_limits <= t).any()):  # only EOS may follow
+        reaching_limit = bool((active_limits <= t).any())  # the host's copy: no device wait
+        if fairseq and reaching_limit:  # only EOS may follow
             log_probs = only_eos_at(log_probs, at_limit.repeat_interleave(k))
         candidates = (alive.unsqueeze(2) + log_probs.view(n, k, vocab)).view(n, k * vocab)
         scores, index = ranked_candidates(candidates, min(2 * k, k * vocab))
@@ -190,12 +191,11 @@ def beam_search(
         rows = torch.arange(n, device=device) * k + beam_of.gather(1, best.unsqueeze(1))[:, 0]
         log_prob = scores.gather(1, best.unsqueeze(1))[:, 0]
         finished.offer(active, best_score, log_prob, prefix[rows, 1:])
-        finished.count[active] += ends.sum(dim=1)
         stay = is_eos.long().argsort(dim=1, stable=True)[:, :k]  # first k non-EOS, in rank order
         alive = scores.gather(1, stay)  # (n, k)
         rows = torch.arange(n, device=device).unsqueeze(1) * k + beam_of.gather(1, stay)
         tokens = token_of.gather(1, stay)  # (n, k)
-        if not force_eos:  # t2t: the best live hypothesis, if nothing finished by the limit
+        if not fairseq and reaching_limit:  # t2t: the best live one, if nothing finished
             grown = torch.cat([prefix[rows[:, 0], 1:], tokens[:, :1]], dim=1)  # (n, t + 1)
             finished.offer_unfinished(active, at_limit & ~done, alive[:, 0], grown)
         done = done | at_limit | ~torch.isfinite(alive).any(dim=1)
@@ -204,8 +204,9 @@ def beam_search(
         else:
             bound = best_possible(alive, t, limit[active], alpha, rule)
             done |= finished.score[active] >= bound
-        if rule == "fairseq":
-            done |= finished.count[active] >= k  # fairseq: beam hypotheses finished
+        if fairseq:  # a sentence stops once beam hypotheses finished
+            finished.count[active] += ends.sum(dim=1)
+            done |= finished.count[active] >= k
         if (t + 1) % drop_every == 0:
             stays = ~done.cpu()
             if not stays.any():
