@@ -6,15 +6,12 @@ import logging
 from aiayn.logs import run_stage, save_record
 from aiayn.parsing.baselines import BASELINES, RIGHT_BRANCHING_LABEL, baseline_trees, top_label
 from aiayn.parsing.evalb import evalb
-from aiayn.parsing.trees import read_trees
+from aiayn.parsing.trees import tree_per_line
 from aiayn.textio import read_lines
 
 
 def trees_of(path: str) -> list:
-    return [
-        next(iter(read_trees(line, f"{path}, tree {number}")))
-        for number, line in enumerate(read_lines(path), start=1)
-    ]
+    return tree_per_line(read_lines(path), path)
 
 
 def main():

@@ -7,7 +7,7 @@ from collections import Counter
 from aiayn.errors import InputError
 from aiayn.parsing.evalb import evalb
 from aiayn.parsing.linearize import REPAIRS, Linearization, delinearize
-from aiayn.parsing.trees import Tree, read_trees
+from aiayn.parsing.trees import Tree, tree_per_line
 
 
 def score_trees(
@@ -24,10 +24,7 @@ def score_trees(
             f"{len(gold_lines)} gold trees ({where}): they must align line by line. Rerun the "
             "split's treebank and decode jobs (snakemake -R treebank)."
         )
-    gold = [
-        next(iter(read_trees(line, f"{where}, tree {number}")))
-        for number, line in enumerate(gold_lines, start=1)
-    ]
+    gold = tree_per_line(gold_lines, where)
     trees, repairs, repaired = [], Counter(), 0
     for sequence, words in zip(sequences, inputs, strict=True):
         tree, fixes = delinearize(sequence, words.split(), settings)

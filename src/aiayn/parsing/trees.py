@@ -105,6 +105,15 @@ def read_trees(text: str, where: str = "<text>") -> Iterator[Tree]:
         )
 
 
+def tree_per_line(lines, where: str) -> list[Tree]:
+    """The first tree of each line (gold trees files hold one per line), named `where, tree N`
+    in errors."""
+    return [
+        next(iter(read_trees(line, f"{where}, tree {number}")))
+        for number, line in enumerate(lines, start=1)
+    ]
+
+
 def bare_label(label: str) -> str:
     """`NP-SBJ-1` -> `NP`, `NP=2` -> `NP`, `PRT|ADVP` -> `PRT`; labels that start with `-`
     (`-NONE-`, `-LRB-`) are kept whole."""
