@@ -147,11 +147,17 @@ def baseline_hypotheses(wildcards):
     """The baseline's output on the same split by the same kind of model, for the paired test;
     none for the baseline itself or where it does not decode that split."""
     baseline = plan.baseline_of(wildcards.experiment)
-    if baseline == wildcards.experiment:
-        return []
-    if (wildcards.checkpoint, wildcards.split) not in plan.scored_decodes(baseline):
+    if not tested_against(baseline, wildcards):
         return []
     return [paths.decode_output("hyp", baseline, wildcards.checkpoint, wildcards.split)]
+
+
+def tested_against(baseline, wildcards):
+    """Whether the experiment of `wildcards` has a baseline other than itself that decodes the
+    same split with the same kind of model."""
+    if baseline == wildcards.experiment:
+        return False
+    return (wildcards.checkpoint, wildcards.split) in plan.scored_decodes(baseline)
 
 
 def seed_outputs(group, wildcards):
@@ -166,9 +172,7 @@ def baseline_seed_outputs(wildcards):
     """The baseline experiment's outputs, every seed, for the seed-aware test; none for the
     baseline itself or where it does not decode that split."""
     baseline = plan.baseline_group(wildcards.experiment)
-    if baseline == wildcards.experiment:
-        return []
-    if (wildcards.checkpoint, wildcards.split) not in plan.scored_decodes(baseline):
+    if not tested_against(baseline, wildcards):
         return []
     return seed_outputs(baseline, wildcards)
 
