@@ -194,11 +194,16 @@ class Plan:
     def seeded_groups(self) -> list[str]:
         """Translation experiments summarised over seeds: those of more than one seed, and those
         tested against a baseline of more than one (the test counts the baseline's spread)."""
-        translating = [g for g in self.groups() if g in self.translation_experiments()]
+        translating = self.translation_experiments()
+
+        def several_seeds(group: str) -> bool:
+            return len(self.seeds_of(group)) > 1
+
         return [
             group
-            for group in translating
-            if len(self.seeds_of(group)) > 1 or len(self.seeds_of(self.baseline_group(group))) > 1
+            for group in self.groups()
+            if group in translating
+            and (several_seeds(group) or several_seeds(self.baseline_group(group)))
         ]
 
     def seed_score_files(self, checkpoint: str | None = None, names=None) -> list[str]:

@@ -48,7 +48,7 @@ def table4(
     """The paper's rows, the trivial baselines of each test split, then each experiment's
     averaged model on each of its test splits; `training` describes each experiment's training
     data (e.g. its sentences and files)."""
-    rows = [
+    paper = [
         {
             "source": PAPER,
             "parser": parser,
@@ -62,13 +62,14 @@ def table4(
         }
         for parser, setting, f1 in TABLE4
     ]
+    ours = []
     for result in results:
         for (checkpoint, split), record in result.scores.items():
             if checkpoint != "averaged" or split == result.dev_split:
                 continue
             figures = record["evalb"]["all"]
             model = result.model
-            rows.append(
+            ours.append(
                 {
                     "source": OURS,
                     "parser": f"{result.name} (N={model['n_layers']}, d_model={model['d_model']})",
@@ -83,7 +84,7 @@ def table4(
                     "error sentences": figures["counts"]["error_sentences"],
                 }
             )
-    return pd.DataFrame(rows[: len(TABLE4)] + baseline_rows(baselines) + rows[len(TABLE4) :])
+    return pd.DataFrame(paper + baseline_rows(baselines) + ours)
 
 
 BASELINE_NAMES = {

@@ -7,6 +7,7 @@ its resolved model and training settings, train.json, and its score files.
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -79,10 +80,7 @@ def mean_of(values) -> float | None:
 
 def spread(values: list[float]) -> float | None:
     """Sample standard deviation over seeds; none for one seed."""
-    if len(values) < 2:
-        return None
-    mean = sum(values) / len(values)
-    return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+    return statistics.stdev(values) if len(values) > 1 else None
 
 
 def rounded(value, digits: int = 2):
