@@ -151,3 +151,20 @@ def child_main(measure_in_child: Callable[..., dict], main: Callable[[], None]) 
         print(json.dumps({"peak_rss_mib": round(peak_kib / 1024, 1), **figures}))
     else:
         main()
+
+
+TRAIN_RATIOS = {  # a train_throughput row's ratios: key -> (numerator, denominator) trainer
+    "speedup": ("ours", "naive_fp32_nn_transformer"),
+    "speedup_vs_hf": ("ours", "hf_marian"),
+    "compile_speedup": ("ours_compiled", "ours"),
+}
+
+
+def with_train_ratios(row: dict) -> dict:
+    """The row with every ratio whose two trainers it holds: a row may be filled by several
+    runs of train_throughput.py, each with some of the trainers (bench/gpu_suite.py)."""
+    for key, (top, bottom) in TRAIN_RATIOS.items():
+        if isinstance(row.get(top), dict) and isinstance(row.get(bottom), dict):
+            ratio = row[top]["target_tokens_per_s"] / row[bottom]["target_tokens_per_s"]
+            row[key] = round(ratio, 2)
+    return row

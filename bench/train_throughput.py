@@ -10,19 +10,22 @@ ours are) with our loss, bf16 autocast where available, torch's (fused) Adam (be
 where transformers is installed). All train on the same synthetic corpus, whose sentence lengths
 follow a WMT-like distribution. Reported: real (non-pad) target tokens
 per second and, on a GPU, model-FLOPs utilisation against the device's peak. Each trainer runs
-twice, in opposite orders, and keeps its faster run. Prints one JSON line; --save writes it
-under bench/results/.
+`--rounds` times (2: in opposite orders) and keeps its fastest run. The record is rewritten to
+--out after every trainer, so a run stopped at a time limit keeps what it measured. Prints one
+JSON line; --save writes it under bench/results/.
 
     python bench/train_throughput.py                         # base and big at the paper's batch
     python bench/train_throughput.py --presets tiny --tokens 2000 --steps 3   # CPU-sized
     python bench/train_throughput.py --compile   # also ours with train.compile (torch.compile)
     python bench/train_throughput.py --profile train.prof.txt   # and where our step's time goes
+    python bench/train_throughput.py --presets base --trainers ours,hf --rounds 1   # some only
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import math
 import tempfile
 from pathlib import Path
@@ -242,25 +245,27 @@ def naive(config, corpus, args, device):
     return measure(step, args.steps, args.warmup, device)
 
 
-def best_of_two_rounds(config, corpus, args, device):
-    """Each trainer twice, the second round in reverse order, keeping its faster run: on a
-    shared CPU the position in the sequence alone moved a figure by up to 25%."""
-    trainers = {"ours": ours, "naive": naive, "hf": hugging_face}
-    if args.compile:
-        trainers["ours_compiled"] = functools.partial(ours, compile=True)
-    runs = {name: [] for name in trainers}
-    for order in (list(trainers), list(reversed(trainers))):
-        for name in order:
-            torch.manual_seed(0)
-            runs[name].append(trainers[name](config, corpus, args, device))
-    best = {
-        name: max(runs[name], key=lambda r: r[0])
-        for name in ("ours", "ours_compiled")
-        if name in runs
-    }
-    best["naive"] = max(runs["naive"])
-    best["hf"] = None if runs["hf"][0] is None else max(runs["hf"])
-    return best
+TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
+    "ours": ("ours", ours),
+    "hf": ("hf_marian", hugging_face),
+    "naive": ("naive_fp32_nn_transformer", naive),
+    "ours_compiled": ("ours_compiled", functools.partial(ours, compile=True)),
+}
+
+
+def trainers_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in TRAINERS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"trainers are {', '.join(TRAINERS)}; got {text!r}")
+    return names
+
+
+def rounds_of(trainers: list[str], rounds: int):
+    """The trainers `rounds` times, every second round in reverse order: on a shared CPU the
+    position in the sequence alone moved a figure by up to 25%, so each keeps its faster run."""
+    for index in range(rounds):
+        yield from trainers if index % 2 == 0 else reversed(trainers)
 
 
 def utilisation(flops_per_s: float, datasheet_tflops, measured_tflops) -> dict:
@@ -273,23 +278,41 @@ def utilisation(flops_per_s: float, datasheet_tflops, measured_tflops) -> dict:
     return figures
 
 
-def peer_figures(marian_tps, ours_tps, mfu) -> dict:
-    if marian_tps is None:
-        return {"hf_marian": "skipped: transformers is not installed"}
-    return {
-        "hf_marian": {"target_tokens_per_s": round(marian_tps), **mfu(marian_tps)},
-        "speedup_vs_hf": round(ours_tps / marian_tps, 2),
+def measure_preset(preset: str, corpus, args, device, peak, write) -> dict:
+    """One preset's row, filled trainer by trainer; `write()` runs after each, so a run cut
+    off at a time limit keeps every figure already taken."""
+    config = build_config(args.vocab, preset)
+    flops_per_token = real_flops_per_token(config, corpus, args)
+    row = {
+        "preset": preset,
+        "tokens_per_step": args.tokens,
+        "model_flops_per_target_token": round(flops_per_token),
     }
-
-
-def compiled_figures(compiled, ours_tps, mfu) -> dict:
-    if compiled is None:
-        return {}
-    tokens_per_s = compiled[0]
-    return {
-        "ours_compiled": {"target_tokens_per_s": round(tokens_per_s), **mfu(tokens_per_s)},
-        "compile_speedup": round(tokens_per_s / ours_tps, 2),
-    }
+    args.rows.append(row)
+    best: dict[str, float] = {}
+    for name in rounds_of(args.trainers, args.rounds):
+        key, trainer = TRAINERS[name]
+        torch.manual_seed(0)
+        result = trainer(config, corpus, args, device)
+        if result is None:  # Marian without transformers
+            row[key] = "skipped: transformers is not installed"
+            continue
+        tokens_per_s, bf16 = result if isinstance(result, tuple) else (result, None)
+        if bf16 is not None:
+            row["precision"] = "bf16" if bf16 else "fp32"
+        if tokens_per_s > best.get(key, 0.0):
+            best[key] = tokens_per_s
+            flops_per_s = tokens_per_s * flops_per_token
+            row[key] = {
+                "target_tokens_per_s": round(tokens_per_s),
+                **utilisation(flops_per_s, peak, args.measured_peak_tflops),
+            }
+        benchlib.with_train_ratios(row)
+        write()
+    if args.profile:
+        torch.manual_seed(0)
+        ours(config, corpus, args, device, profile_to=args.profile)
+    return row
 
 
 def main() -> None:
@@ -306,7 +329,16 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--pairs", type=int, default=20000)
     parser.add_argument(
-        "--compile", action="store_true", help="also run ours with train.compile (torch.compile)"
+        "--trainers",
+        type=trainers_list,
+        default=["ours", "naive", "hf"],
+        help=f"which of {', '.join(TRAINERS)}, in this order (default: ours,naive,hf)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="runs of each trainer; its fastest counts"
+    )
+    parser.add_argument(
+        "--compile", action="store_true", help="also ours_compiled (train.compile: true)"
     )
     parser.add_argument(
         "--measured-peak-tflops",
@@ -328,36 +360,10 @@ def main() -> None:
     _, _, device = init_process()
     name = benchlib.device_name(device)
     peak = next((value for key, value in PEAK_TFLOPS.items() if key in name), None)
+    if args.compile and "ours_compiled" not in args.trainers:
+        args.trainers.append("ours_compiled")
     corpus = synthetic_corpus(args.pairs, args.vocab)
-    results = []
-    for preset in args.presets:
-        config = build_config(args.vocab, preset)
-        best = best_of_two_rounds(config, corpus, args, device)
-        (ours_tps, bf16), naive_tps, marian_tps = best["ours"], best["naive"], best["hf"]
-        flops_per_token = real_flops_per_token(config, corpus, args)
-        if args.profile:
-            torch.manual_seed(0)
-            ours(config, corpus, args, device, profile_to=args.profile)
-
-        def mfu(tokens_per_s, flops_per_token=flops_per_token):
-            return utilisation(tokens_per_s * flops_per_token, peak, args.measured_peak_tflops)
-
-        results.append(
-            {
-                "preset": preset,
-                "tokens_per_step": args.tokens,
-                "precision": "bf16" if bf16 else "fp32",
-                "model_flops_per_target_token": round(flops_per_token),
-                "ours": {"target_tokens_per_s": round(ours_tps), **mfu(ours_tps)},
-                "naive_fp32_nn_transformer": {
-                    "target_tokens_per_s": round(naive_tps),
-                    **mfu(naive_tps),
-                },
-                "speedup": round(ours_tps / naive_tps, 2),
-                **peer_figures(marian_tps, ours_tps, mfu),
-                **compiled_figures(best.get("ours_compiled"), ours_tps, mfu),
-            }
-        )
+    args.rows = []
     record = {
         "bench": "train_throughput",
         "device": name,
@@ -365,8 +371,17 @@ def main() -> None:
         "measured_peak_tflops": args.measured_peak_tflops,
         **benchlib.stamp(),
         "steps": args.steps,
-        "results": results,
+        "results": args.rows,
     }
+
+    def write() -> None:
+        if args.out is not None:  # whole or not at all
+            partial = args.out.with_suffix(".partial")
+            partial.write_text(json.dumps(record) + "\n")
+            partial.replace(args.out)
+
+    for preset in args.presets:
+        measure_preset(preset, corpus, args, device, peak, write)
     benchlib.finish(record, benchlib.device_kind(device), args.save, args.out)
 
 

@@ -29,23 +29,26 @@ def suite(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.workflow
-def test_smoke_run_takes_every_part_and_collect_files_it(tmp_path):
+def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
     shared("wmt14_newstest", "full", "newstest2014.en-de.en")
     shared("multi30k", "raw_gz", "train.en.gz")
-    out, work, checkout = tmp_path / "out", tmp_path / "work", tmp_path / "checkout"
+    out, later, work, checkout = (tmp_path / name for name in ("out", "later", "work", "checkout"))
     result = suite("run", "--smoke", "--out", str(out), "--work", str(work))
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((out / "suite.json").read_text())
-    assert list(report["parts"]) == ["device", "decode", "train", "multi30k"]
+    assert list(report["parts"]) == list(gpu_suite.ONE_CALL)
     assert all(part["status"] == "done" for part in report["parts"].values()), report
     assert report["install"] == "skipped: --smoke (the packages here serve)"
+    checks = report["preflight"]["checks"]
+    assert list(checks) == ["packages", "train_step", "decode_batch", "generate_batch"]
+    assert all(check["ok"] for check in checks.values()), checks
+    assert checks["packages"]["versions"]["deepspeed"] == version("deepspeed")
     returned = sorted(path.name for path in out.iterdir())
     assert len(returned) <= DEVICE_FILE_LIMIT and all(path.is_file() for path in out.iterdir())
     assert returned == [
         "decode.prof.txt",
         "decode_speed.json",
         "device.json",
-        "multi30k_gpu.tar.gz",
         "suite.json",
         "suite.log",
         "train.prof.txt",
@@ -54,15 +57,20 @@ def test_smoke_run_takes_every_part_and_collect_files_it(tmp_path):
 
     device = json.loads((out / "device.json").read_text())
     assert device["bf16_tflops"] > 0 and device["fp32_tflops"] > 0 and device["torch"]
+    # decode_base first (ours and generate(), no naive), then the extras' naive and drop-every
     decode = json.loads((out / "decode_speed.json").read_text())["runs"]
-    assert [run["batch_tokens"] for run in decode] == [400, 200]
-    assert decode[0]["same_translations"] == 1.0 and decode[0]["speedup"] > 0
-    assert decode[1]["naive_recompute"] == "skipped: --no-naive" and decode[1]["drop_every"] == 3
+    assert [run["batch_tokens"] for run in decode] == [400, 400, 400]
+    assert [run["repeats"] for run in decode] == [1, 1, 1]
+    assert decode[0]["naive_recompute"] == "skipped: --no-naive"
+    assert decode[0]["hf_marian_generate"]["seconds"] > 0
+    assert decode[1]["same_translations"] == 1.0 and decode[1]["speedup"] > 0
+    assert decode[2]["drop_every"] == 1
     assert "aten::" in (out / "decode.prof.txt").read_text()
     train = json.loads((out / "train_throughput.json").read_text())
     assert train["measured_peak_tflops"] == device["bf16_tflops"]
-    # train_throughput.py at CPU size: ours, eager and compiled, beside both baselines
-    row, ours = train["results"][0], train["results"][0]["ours"]["target_tokens_per_s"]
+    # one row per preset, merged from the parts' runs: ours, HF, compiled and naive
+    (row,) = train["results"]
+    ours = row["ours"]["target_tokens_per_s"]
     assert row["preset"] == "tiny" and ours > 0 and row["model_flops_per_target_token"] > 0
     assert "mfu_vs_measured_peak" in row["ours"]
     compiled = row["ours_compiled"]["target_tokens_per_s"]
@@ -74,7 +82,13 @@ def test_smoke_run_takes_every_part_and_collect_files_it(tmp_path):
     profile = (out / "train.prof.txt").read_text()  # where our training step's time goes
     assert profile.startswith("2+2 layers, d_model 128: 2 steps of 1000 target tokens, sorted by")
     assert "aten::" in profile
-    with tarfile.open(out / "multi30k_gpu.tar.gz") as archive:
+
+    # Multi30k on the GPU: a command of its own, for a later lend
+    result = suite(
+        "run", "--smoke", "--parts", "multi30k", "--out", str(later), "--work", str(work)
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    with tarfile.open(later / "multi30k_gpu.tar.gz") as archive:
         names = archive.getnames()
         run = json.load(archive.extractfile("suite.json"))
     assert "tables/table2.md" in names and "run.json" in names  # the study's results
@@ -85,22 +99,62 @@ def test_smoke_run_takes_every_part_and_collect_files_it(tmp_path):
     scores = run["experiments"]["multi30k_gpu_small"]["scores"]
     assert "averaged_test_2016_flickr" in scores and "sacrebleu" in scores["averaged_val"]
 
-    result = suite("collect", str(out), "--into", str(checkout))
-    assert result.returncode == 0, result.stderr[-3000:]
+    for returned in (out, later):
+        result = suite("collect", str(returned), "--into", str(checkout))
+        assert result.returncode == 0, result.stderr[-3000:]
     results = checkout / "bench" / "results"
     assert sorted(path.name for path in results.iterdir()) == [
         "decode_profile-gpu.txt",
         "decode_speed-gpu.json",
         "decode_speed_sweep-gpu.json",
         "device-gpu.json",
+        "suite-gpu.json",
         "train_profile-gpu.txt",
         "train_throughput-gpu.json",
     ]
     quoted = json.loads((results / "decode_speed-gpu.json").read_text())
-    assert quoted == decode[0]  # the run beside the naive decoder, in bench's own format
+    assert quoted == decode[0]  # the headline run, base at 16k tokens, in bench's own format
+    assert json.loads((results / "suite-gpu.json").read_text())["preflight"] == report["preflight"]
     assert (checkout / "results" / "multi30k_gpu" / "suite.json").exists()
     assert (checkout / "results" / "multi30k_gpu" / "tables" / "table2.md").exists()
     assert sorted(p.name for p in (checkout / "results").iterdir()) == ["multi30k_gpu"]
+
+
+def test_one_call_takes_the_headline_figures_first_and_its_caps_fit_its_budget():
+    """One device call of about 7 minutes must return training's MFU and the decode time even
+    when it starts late: those parts come first, and every capped part fits the budget."""
+    assert gpu_suite.ONE_CALL == (
+        "preflight",
+        "device",
+        "train_base",
+        "decode_base",
+        "train_big",
+        "compile",
+        "extras",
+    )
+    assert gpu_suite.PARTS == (*gpu_suite.ONE_CALL, "multi30k")
+    capped = ["install", *gpu_suite.ONE_CALL]
+    caps = [gpu_suite.PART_CAPS_S[part] for part in capped]
+    assert caps[-1] is None  # the extras take what is left
+    assert sum(caps[:-1]) <= gpu_suite.CALL_BUDGET_S <= 450
+    assert gpu_suite.PART_CAPS_S["device"] <= 25
+    assert gpu_suite.CALL_BUDGET_S < gpu_suite.CALL_TIMEOUT_S <= 600  # the device's limit
+
+
+def test_a_failed_install_is_logged_and_the_parts_run_on_what_is_there(tmp_path):
+    """Install never blocks measuring: a pack whose wheels cannot be installed (here a pin
+    with no wheel) leaves the parts to the machine's own packages."""
+    pack, out = tmp_path / ".device", tmp_path / "out"
+    (pack / "wheels").mkdir(parents=True)
+    (pack / "requirements.txt").write_text("no-such-package-aiayn==1.0\n")
+    result = suite("run", "--parts", "preflight", "--pack", str(pack), "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((out / "suite.json").read_text())
+    assert report["install"].startswith("failed (exit 1) as a whole; one by one:")
+    assert "no-such-package-aiayn==1.0 failed" in report["install"]
+    assert report["parts"]["preflight"]["status"] == "done"
+    assert report["preflight"]["checks"]["train_step"]["ok"]
+    assert "the parts run on the image's packages" in (out / "suite.log").read_text()
 
 
 def test_a_part_over_its_cap_is_cut_and_the_others_still_run(tmp_path):
@@ -135,7 +189,9 @@ def test_pack_copies_the_data_and_prints_commands_a_device_call_accepts(tmp_path
     commands = [line for line in lines if line.startswith("PYTHONUNBUFFERED=1")]
     assert len(commands) == 2 and all(len(command) < 2000 for command in commands)
     assert all(f"AIAYN_COPIED_FROM_COMMIT={commit} " in command for command in commands)
-    assert "--parts device,decode,train" in commands[0] and "--parts multi30k" in commands[1]
+    assert "--parts" not in commands[0] and f"--budget {gpu_suite.CALL_BUDGET_S}" in commands[0]
+    assert "--parts multi30k" in commands[1]  # for a later lend
+    assert f"device command, the call (timeout_s {gpu_suite.CALL_TIMEOUT_S}):" in lines
 
 
 def test_the_device_wheels_are_the_pinned_packages_and_what_they_need_but_torch():

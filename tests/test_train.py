@@ -898,3 +898,17 @@ def test_a_build_lock_left_by_a_killed_start_is_removed(tmp_path, monkeypatch, c
         clear_stale_build_locks()
     assert not stale.exists() and young.exists()
     assert f"removed {stale}, left by a build killed" in caplog.text
+
+
+def test_deepspeed_never_waits_for_the_device_to_time_a_step():
+    """DeepSpeed's throughput timer synchronises the device at every forward and step by
+    default, so the next batch could never be prepared while the GPU computes."""
+    from aiayn.engine import deepspeed_engine, init_process
+    from aiayn.model_config import build_config
+    from aiayn.train_settings import TrainSettings
+
+    _, _, device = init_process()
+    model = Transformer(build_config(50, "tiny"))
+    engine = deepspeed_engine(model, TrainSettings(), 1, False, device)
+    assert not engine.tput_timer.config.enabled and not engine.tput_timer.config.synchronized
+    assert not engine.wall_clock_breakdown()
