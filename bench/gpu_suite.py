@@ -766,7 +766,7 @@ def collect(args) -> None:
         record = json.loads(suite.read_text())  # what ran, for how long; the preflight's findings
         written.append(save({"bench": "gpu_suite", **record}, results / "suite-gpu.json"))
     for name, target in (("decode", "decode_profile"), ("train", "train_profile")):
-        if (source / f"{name}.prof.txt").exists():
+        if (source / f"{name}.prof.txt").exists() and (source / f"{name}.prof.txt").stat().st_size:
             shutil.copyfile(source / f"{name}.prof.txt", results / f"{target}-gpu.txt")
             written.append(results / f"{target}-gpu.txt")
     if (source / "multi30k_gpu.tar.gz").exists():
