@@ -157,6 +157,7 @@ TRAIN_RATIOS = {  # a train_throughput row's ratios: key -> (numerator, denomina
     "speedup": ("ours", "naive_fp32_nn_transformer"),
     "speedup_vs_hf": ("ours", "hf_marian"),
     "compile_speedup": ("ours_compiled", "ours"),
+    "autocast_speedup": ("ours_bf16_autocast", "ours"),
 }
 
 

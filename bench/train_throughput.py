@@ -73,13 +73,14 @@ def flops_per_step(config, batches) -> float:
     return total
 
 
-def bench_settings(args, compile: bool = False) -> TrainSettings:
+def bench_settings(args, compile: bool = False, precision: str = "auto") -> TrainSettings:
     """The trainer's settings (seed, padding, ...) at the bench's batch size."""
     return TrainSettings(
         tokens_per_step=args.tokens,
         tokens_per_batch=args.batch_tokens,
         checkpoint_every_minutes=None,
         compile=compile,
+        precision=precision,
     )
 
 
@@ -115,13 +116,15 @@ def binarized(corpus, vocab: int, folder: Path) -> tuple[str, str]:
     return prefixes
 
 
-def ours(config, corpus, args, device, compile=False, profile_to: Path | None = None):
+def ours(
+    config, corpus, args, device, compile=False, precision="auto", profile_to: Path | None = None
+):
     """The trainer's own step (no checkpoints, no evaluation) on the corpus; with `compile`,
     as `train.compile: true` runs it (the warm-up steps pay for compiling). With `profile_to`,
     the timed steps run under torch.profiler instead, and its table is appended there."""
     with tempfile.TemporaryDirectory() as folder:
         data = binarized(corpus, config.vocab_size, Path(folder))
-        settings = bench_settings(args, compile)
+        settings = bench_settings(args, compile, precision)
         experiment = Experiment("bench", Path(folder) / "run", data, data, config, settings)
         trainer = Trainer(experiment)
 
@@ -131,7 +134,7 @@ def ours(config, corpus, args, device, compile=False, profile_to: Path | None = 
 
         if profile_to is not None:
             return append_profile(step, config, args, device, profile_to)
-        return measure(step, args.steps, args.warmup, device), trainer.bf16
+        return measure(step, args.steps, args.warmup, device), trainer.precision
 
 
 def append_profile(step, config, args, device, path: Path) -> None:
@@ -214,17 +217,23 @@ def hugging_face(config, corpus, args, device):
     return measure(step, args.steps, args.warmup, device)
 
 
+NAIVE_BATCH_TOKENS = 6250  # its fp32 batch of 25000 tokens ran out of 140 GB on an H200
+
+
 def naive(config, corpus, args, device):
+    """A fixed number of sentences a batch, sized as a first attempt would size it to fit: a
+    quarter of the paper's step, accumulated to the step's tokens."""
     model = NaiveTransformer(config).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     sources, targets = corpus
     mean = float(np.mean([max(len(s), len(t)) + 1 for s, t in zip(sources, targets, strict=True)]))
-    per_batch = max(1, int(args.batch_tokens / mean))
+    batch_tokens = min(args.batch_tokens, NAIVE_BATCH_TOKENS)
+    per_batch = max(1, int(batch_tokens / mean))
     rng = np.random.default_rng(2)
 
     def step():
         indices = rng.choice(
-            len(sources), per_batch * max(1, round(args.tokens / args.batch_tokens)), replace=False
+            len(sources), per_batch * max(1, round(args.tokens / batch_tokens)), replace=False
         )
         total = 0
         optimizer.zero_grad(set_to_none=True)
@@ -250,6 +259,8 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
     "hf": ("hf_marian", hugging_face),
     "naive": ("naive_fp32_nn_transformer", naive),
     "ours_compiled": ("ours_compiled", functools.partial(ours, compile=True)),
+    # A/B of the optimizer path: fp32 weights, bf16 autocast, torch's fused Adam in one kernel
+    "ours_autocast": ("ours_bf16_autocast", functools.partial(ours, precision="bf16-autocast")),
 }
 
 
@@ -297,14 +308,13 @@ def measure_preset(preset: str, corpus, args, device, peak, write) -> dict:
         if result is None:  # Marian without transformers
             row[key] = "skipped: transformers is not installed"
             continue
-        tokens_per_s, bf16 = result if isinstance(result, tuple) else (result, None)
-        if bf16 is not None:
-            row["precision"] = "bf16" if bf16 else "fp32"
+        tokens_per_s, precision = result if isinstance(result, tuple) else (result, None)
         if tokens_per_s > best.get(key, 0.0):
             best[key] = tokens_per_s
             flops_per_s = tokens_per_s * flops_per_token
             row[key] = {
                 "target_tokens_per_s": round(tokens_per_s),
+                **({"precision": precision} if precision else {}),
                 **utilisation(flops_per_s, peak, args.measured_peak_tflops),
             }
         benchlib.with_train_ratios(row)

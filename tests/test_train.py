@@ -63,6 +63,56 @@ def test_label_smoothing_matches_a_hand_computation():
     assert loss.item() == pytest.approx(reference.item(), rel=1e-6)
 
 
+def reference_smoothed_loss(logits, target, epsilon, pad_id=0):
+    """The loss as one fp32 log-softmax over the whole batch (how it was computed before)."""
+    lprobs = torch.nn.functional.log_softmax(logits.float(), dim=-1).view(-1, logits.size(-1))
+    keep = target.reshape(-1) != pad_id
+    nll = -lprobs.gather(1, target.reshape(-1, 1)).squeeze(1)[keep]
+    uniform = -lprobs.mean(dim=-1)[keep]
+    return ((1 - epsilon) * nll + epsilon * uniform).sum(), nll.sum()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows", [1, 7, 1000])
+def test_the_sliced_loss_has_the_whole_batch_loss_and_gradients(dtype, rows):
+    """Slice by slice, forward and backward, the loss and the logits' gradient are those of one
+    fp32 log-softmax over the whole batch (to fp32 rounding), for both outputs' gradients,
+    with padding, and in the logits' own dtype."""
+    from aiayn.loss import SmoothedCrossEntropy
+
+    generator = torch.Generator().manual_seed(3)
+    logits = (torch.randn(3, 11, 53, generator=generator) * 4).to(dtype)
+    target = torch.randint(1, 53, (3, 11), generator=generator)
+    target[0, 7:] = 0
+    target[2, 2:] = 0
+    weights = torch.tensor(0.7), torch.tensor(-1.3)  # d(0.7 loss - 1.3 nll): both paths count
+    ours = logits.clone().requires_grad_()
+    loss, nll = SmoothedCrossEntropy.apply(ours.view(-1, 53), target.view(-1), 0.1, 0, rows)
+    (weights[0] * loss + weights[1] * nll).backward()
+    theirs = logits.clone().requires_grad_()
+    expected_loss, expected_nll = reference_smoothed_loss(theirs, target, 0.1)
+    (weights[0] * expected_loss + weights[1] * expected_nll).backward()
+    assert loss.item() == pytest.approx(expected_loss.item(), rel=1e-6)
+    assert nll.item() == pytest.approx(expected_nll.item(), rel=1e-6)
+    assert ours.grad.dtype == dtype
+    tolerance = 1e-6 if dtype == torch.float32 else 1e-2  # bf16: the gradient's own rounding
+    torch.testing.assert_close(ours.grad.float(), theirs.grad.float(), atol=tolerance, rtol=0)
+    assert torch.all(ours.grad[0, 7:] == 0) and torch.all(ours.grad[2, 2:] == 0)
+
+
+def test_the_loss_is_sliced_to_a_bounded_fp32_size(monkeypatch):
+    """label_smoothed_loss slices by SLICE_ELEMENTS: a batch larger than one slice gives the
+    same loss as a batch taken whole."""
+    import aiayn.loss
+
+    logits = torch.randn(4, 9, 40)
+    target = torch.randint(1, 40, (4, 9))
+    whole = label_smoothed_loss(logits, target, 0.1, pad_id=0)
+    monkeypatch.setattr(aiayn.loss, "SLICE_ELEMENTS", 40 * 5)  # 5 rows a slice, 8 slices
+    sliced = label_smoothed_loss(logits, target, 0.1, pad_id=0)
+    assert [t.item() for t in sliced] == pytest.approx([t.item() for t in whole], rel=1e-6)
+
+
 @pytest.mark.parametrize("pad_to", [1, 8])
 def test_batches_hold_at_most_the_real_token_budget_within_the_padded_limit(pad_to):
     rng = np.random.default_rng(3)
@@ -563,6 +613,30 @@ def test_bf16_training_steps_through_deepspeed_and_saves_fp32_weights(tmp_path, 
     assert any(not torch.equal(t, t.bfloat16().float()) for t in saved.values())
 
 
+def test_bf16_autocast_trains_fp32_weights_with_bf16_products_through_deepspeed(
+    tmp_path, copy_data
+):
+    """The A/B alternative to DeepSpeed's bf16 optimizer: fp32 weights and gradients, bf16
+    matrix products under DeepSpeed's torch_autocast, torch's Adam over all parameters; its
+    losses follow fp32 training's to bf16's rounding."""
+    runs = {}
+    for precision in ("bf16-autocast", "fp32"):
+        spec = experiment(tmp_path / f"{precision}.json", copy_data, max_steps=4,
+                          precision=precision, log_every_steps=1)  # fmt: skip
+        runs[precision] = train(spec)
+    summary = runs["bf16-autocast"]
+    assert summary["precision"] == "bf16-autocast" and summary["steps"] == 4
+    assert summary["gradient_dtypes"] == {"accumulation": "float32", "communication": "float32"}
+    assert all(tensor.dtype == torch.float32 for tensor in weights(summary).values())
+    losses = {}
+    for precision in runs:
+        lines = (tmp_path / precision / "train.jsonl").read_text().splitlines()
+        losses[precision] = [r["loss"] for r in map(json.loads, lines) if "loss" in r]
+    assert len(losses["fp32"]) == 4
+    assert losses["bf16-autocast"] != losses["fp32"]  # the products did run in bf16
+    assert losses["bf16-autocast"] == pytest.approx(losses["fp32"], rel=2e-2)
+
+
 def one_step(root: Path, name: str, processes: int, tokens_per_batch: int, precision: str):
     """The loss and gradient norm of the first step over 8 pairs of 10 tokens (88 real tokens a
     side with EOS), taken as one batch, as two accumulated ones, or one on each of 2 processes."""
@@ -595,7 +669,9 @@ def one_step(root: Path, name: str, processes: int, tokens_per_batch: int, preci
 
 
 @pytest.mark.workflow
-@pytest.mark.parametrize(("precision", "tolerance"), [("fp32", 1e-5), ("bf16", 2e-3)])
+@pytest.mark.parametrize(
+    ("precision", "tolerance"), [("fp32", 1e-5), ("bf16", 2e-3), ("bf16-autocast", 2e-3)]
+)
 def test_one_process_two_processes_and_accumulation_give_the_same_gradient(
     tmp_path, precision, tolerance
 ):

@@ -73,19 +73,48 @@ def clear_stale_build_locks() -> None:
             pass
 
 
-def use_bf16(precision: str, device: torch.device) -> bool:
+PRECISIONS = ("auto", "bf16", "bf16-autocast", "fp32")
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """bf16, bf16-autocast or fp32: auto is bf16 where the device has it (a CUDA GPU).
+
+    bf16: DeepSpeed's bf16 weights with an fp32 master copy in ZeRO's partitions (its
+    BF16_Optimizer). bf16-autocast: fp32 weights and gradients, bf16 matrix products under
+    torch.autocast, and torch's fused Adam over all parameters in one kernel."""
+    if precision not in PRECISIONS:
+        raise InputError(
+            f"train.precision must be one of {', '.join(PRECISIONS)}, not {precision!r}"
+        )
     if precision == "auto":
-        return device.type == "cuda" and torch.cuda.is_bf16_supported()
-    if precision not in ("bf16", "fp32"):
-        raise InputError(f"train.precision must be auto, bf16 or fp32, not {precision!r}")
-    return precision == "bf16"
+        return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+    return precision
+
+
+def precision_config(precision: str) -> dict:
+    """The DeepSpeed settings of a resolved precision."""
+    if precision == "bf16":
+        # Gradients are summed in fp32, over accumulated batches and over processes (DeepSpeed
+        # would otherwise sum both in bf16, rounding each addition to 8 bits of mantissa).
+        return {"bf16": {"enabled": True}, "data_types": {"grad_accum_dtype": "fp32"}}
+    if precision == "bf16-autocast":
+        # No module's gradients are marked for bf16 communication: they stay fp32 everywhere.
+        return {
+            "bf16": {"enabled": False},
+            "torch_autocast": {
+                "enabled": True,
+                "dtype": "bfloat16",
+                "lower_precision_safe_modules": [],
+            },
+        }
+    return {"bf16": {"enabled": False}}
 
 
 def deepspeed_engine(
     model: Transformer,
     settings: TrainSettings,
     accumulation: int,
-    bf16: bool,
+    precision: str,
     device: torch.device,
 ):
     """The model in a DeepSpeed engine with the paper's Adam and schedule (section 5.3)."""
@@ -104,11 +133,7 @@ def deepspeed_engine(
         "gradient_accumulation_steps": accumulation,
         "zero_optimization": {"stage": settings.zero_stage},
         "zero_allow_untested_optimizer": True,
-        "bf16": {"enabled": bf16},
-        # bf16 runs keep gradients in fp32 where they are summed: over accumulated batches and
-        # over processes (DeepSpeed would otherwise sum both in bf16, rounding each addition to
-        # 8 bits of mantissa). With ZeRO 1 this is DeepSpeed's BF16_Optimizer.
-        **({"data_types": {"grad_accum_dtype": "fp32"}} if bf16 else {}),
+        **precision_config(precision),  # bf16 with ZeRO 1 is DeepSpeed's BF16_Optimizer
         "communication_data_type": "fp32",
         "gradient_clipping": 0.0,
         "steps_per_print": 1 << 30,

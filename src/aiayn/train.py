@@ -31,7 +31,7 @@ import torch
 
 from aiayn import paths
 from aiayn.batching import step_plan
-from aiayn.engine import deepspeed_engine, init_process, sum_over_processes, use_bf16
+from aiayn.engine import deepspeed_engine, init_process, resolve_precision, sum_over_processes
 from aiayn.errors import InputError
 from aiayn.loader import BatchStream
 from aiayn.logs import progress, setup_logging
@@ -62,11 +62,12 @@ class Trainer:
     def __init__(self, experiment: Experiment):
         self.exp, self.settings = experiment, experiment.train
         self.rank, self.world, self.device = init_process()
-        self.bf16 = use_bf16(self.settings.precision, self.device)
-        if self.bf16 and self.settings.zero_stage == 0:
+        self.precision = resolve_precision(self.settings.precision, self.device)
+        self.bf16 = self.precision != "fp32"  # matrix products in bf16
+        if self.precision == "bf16" and self.settings.zero_stage == 0:
             raise InputError(
-                "bf16 training needs train.zero_stage >= 1 "
-                "(its fp32 weights live in ZeRO's partitions)"
+                "train.precision bf16 needs train.zero_stage >= 1 (its fp32 weights live in "
+                "ZeRO's partitions); bf16-autocast keeps fp32 weights and runs with stage 0"
             )
         self.accumulation, self.batch_tokens = step_plan(
             self.settings.tokens_per_step, self.settings.tokens_per_batch, self.world
@@ -124,7 +125,9 @@ class Trainer:
         model = Transformer(self.exp.model)
         if self.settings.compile:
             model.compile()  # in place: parameter names, hence checkpoints, stay as they are
-        engine = deepspeed_engine(model, self.settings, self.accumulation, self.bf16, self.device)
+        engine = deepspeed_engine(
+            model, self.settings, self.accumulation, self.precision, self.device
+        )
         torch.manual_seed(self.settings.seed * 1000 + self.rank)  # dropout differs between ranks
         return engine
 

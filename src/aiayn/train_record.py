@@ -127,7 +127,7 @@ def write_summary(trainer: Trainer, dev: dict) -> dict:
         "accumulation": trainer.accumulation,
         "real_tokens_per_batch": trainer.batch_tokens,  # each batch's share of the step
         "padded_tokens_per_batch": settings.tokens_per_batch,  # the memory limit
-        "precision": "bf16" if trainer.bf16 else "fp32",
+        "precision": trainer.precision,
         "gradient_dtypes": gradient_dtypes(trainer.engine),
         "compiled_graphs": compiled_graphs() if settings.compile else None,
         "device": str(device),

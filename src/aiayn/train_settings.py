@@ -31,7 +31,9 @@ class TrainSettings:
     tokens_per_batch: int = DEFAULTS["tokens_per_batch"]  # padded, per forward pass: memory
     pad_to_multiple: int = DEFAULTS["pad_to_multiple"]
     seed: int = DEFAULTS["seed"]
-    precision: str = DEFAULTS["precision"]  # auto (bf16 where the device has it), bf16 or fp32
+    precision: str = DEFAULTS[
+        "precision"
+    ]  # auto (bf16 where the device has it), bf16, bf16-autocast, fp32
     zero_stage: int = DEFAULTS["zero_stage"]
     compile: bool = DEFAULTS["compile"]  # torch.compile for training (same maths, faster)
     checkpoint_every_steps: int | None = DEFAULTS["checkpoint_every_steps"]
