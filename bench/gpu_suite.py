@@ -374,6 +374,14 @@ def decode_run(args, deadline: float, preset: str, batch_tokens: int, naive: boo
 HEADLINE_TRAINERS = "ours,ours_autocast,hf"  # ours, its A/B (bf16 autocast), HF Marian
 
 
+def loss_run(args, deadline: float) -> str:
+    """bench/loss_speed.py: the sliced loss against one whole fp32 log-softmax, a quarter of
+    the paper's step (6250 tokens of a 37000-token vocabulary); time and the allocator's peak."""
+    size = ["--rows", "600", "--vocab", "3000", "--repeats", "1"] if args.smoke else []
+    command = python("loss_speed.py", *size, "--out", args.out / "loss_speed.json")
+    return run_capped(command, deadline, args.out, part_env())
+
+
 def train_base_part(args, deadline: float) -> str:
     """The headline figure first: base at the paper's step, ours (DeepSpeed's bf16 optimizer),
     ours with bf16 autocast and torch's fused Adam, then HF Marian; eager."""
@@ -394,10 +402,12 @@ def compile_part(args, deadline: float) -> str:
 
 def extra_runs(args) -> list:
     """What the time left buys, most wanted first: the naive trainer beside ours and the
-    profile of our step; the naive decoder with the decoder's profile; big compiled; the decode
-    sweep (batch sizes, big, dropping finished sentences at every step vs every few)."""
+    profile of our step; the sliced loss against the whole one; the naive decoder with the
+    decoder's profile; big's naive trainer and profile; big compiled; the decode sweep
+    (dropping finished sentences at every step vs every few, big, 4k and 32k tokens)."""
     return [
         lambda deadline: train_run(args, deadline, "base", "naive", profile=True),
+        lambda deadline: loss_run(args, deadline),
         lambda deadline: decode_run(args, deadline, "base", 16000, naive=True),
         lambda deadline: train_run(args, deadline, "big", "naive", profile=True),
         lambda deadline: train_run(args, deadline, "big", "ours_compiled"),
@@ -409,8 +419,9 @@ def extra_runs(args) -> list:
 
 
 # At smoke size (CI), the extras whose code paths no other part takes: the naive trainer and
-# our step's profile, the naive decoder and the decoder's profile, dropping at every step.
-SMOKE_EXTRAS = (0, 1, 4)
+# our step's profile, the loss, the naive decoder and the decoder's profile, dropping at every
+# step.
+SMOKE_EXTRAS = (0, 1, 2, 5)
 
 
 def extras_part(args, deadline: float) -> str:
@@ -757,7 +768,7 @@ def collect(args) -> None:
     checkout (or of --into); nothing else is touched."""
     source, written, results = args.folder, [], args.into / "bench" / "results"
     results.mkdir(parents=True, exist_ok=True)
-    for name in ("device", "train_throughput"):
+    for name in ("device", "train_throughput", "loss_speed"):
         name, target = f"{name}.json", f"{name}-gpu.json"
         if (source / name).exists():
             record = json.loads((source / name).read_text())

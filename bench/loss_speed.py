@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import benchlib
 import torch
@@ -71,6 +72,7 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=37000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--save", action="store_true")
+    parser.add_argument("--out", type=Path, help="also write the JSON record to this file")
     args = parser.parse_args()
     runs = {
         kind: benchlib.in_child(__file__, kind, args.rows, args.vocab, args.repeats)
@@ -97,7 +99,7 @@ def main() -> None:
         "same_loss": same_loss,
         "same_gradient": same_gradient,
     }
-    benchlib.finish(record, benchlib.device_kind(device), args.save)
+    benchlib.finish(record, benchlib.device_kind(device), args.save, args.out)
 
 
 if __name__ == "__main__":

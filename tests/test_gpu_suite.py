@@ -49,12 +49,15 @@ def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
         "decode.prof.txt",
         "decode_speed.json",
         "device.json",
+        "loss_speed.json",
         "suite.json",
         "suite.log",
         "train.prof.txt",
         "train_throughput.json",
     ]
 
+    loss = json.loads((out / "loss_speed.json").read_text())
+    assert loss["same_loss"] and loss["same_gradient"] and loss["speedup"] > 0
     device = json.loads((out / "device.json").read_text())
     assert device["bf16_tflops"] > 0 and device["fp32_tflops"] > 0 and device["torch"]
     # decode_base first (ours and generate(), no naive), then the extras' naive and drop-every
@@ -112,6 +115,7 @@ def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
         "decode_speed-gpu.json",
         "decode_speed_sweep-gpu.json",
         "device-gpu.json",
+        "loss_speed-gpu.json",
         "suite-gpu.json",
         "train_profile-gpu.txt",
         "train_throughput-gpu.json",

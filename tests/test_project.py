@@ -97,6 +97,17 @@ def test_collate_benchmark_checks_ours_against_the_sentence_by_sentence_baseline
     assert record["speedup"] == pytest.approx(ratio, rel=0.05)
 
 
+def test_loss_benchmark_checks_the_sliced_loss_against_one_whole_log_softmax():
+    result = run(sys.executable, "bench/loss_speed.py", "--rows", "600", "--vocab", "3000",
+                 "--repeats", "1")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    assert record["bench"] == "loss_speed" and record["same_loss"] and record["same_gradient"]
+    ours, baseline = record["sliced"], record["whole_log_softmax"]
+    assert record["speedup"] == pytest.approx(baseline["ms"] / ours["ms"], rel=0.05)
+    assert ours["peak_rss_mib"] > 0 and record["memory_measure"] == "peak_rss_mib"
+
+
 def test_decode_speed_benchmark_compares_ours_with_recomputing_and_hf_generate(tmp_path):
     source = shared("wmt14_newstest", "full", "newstest2014.en-de.en")
     result = run(
