@@ -364,6 +364,36 @@ def test_the_transformer_translates_the_same_whenever_finished_sentences_leave(d
     assert len({len(h.tokens) for h in each_step}) > 1  # sentences did finish at different steps
 
 
+class BooleanMaskIndexing(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records every indexing by a boolean mask: on a GPU each one makes the host wait for the
+    device to learn how many rows the result has."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.index.Tensor and any(
+            index is not None and index.dtype == torch.bool for index in args[1]
+        ):
+            self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_dropping_finished_sentences_picks_the_rest_by_an_index_not_a_mask():
+    """The drop check brings `done` to the host once and picks the staying sentences with an
+    index made there; a boolean mask per tensor made about six device waits per check."""
+    model = random_model()
+    rng = np.random.default_rng(0)
+    sentences = [rng.integers(4, 40, size=n) for n in (3, 9, 5, 1, 7, 2)]
+    source, lengths = source_batch(sentences)
+    settings = DecodeSettings(beam=3, max_length_offset=6)
+    with BooleanMaskIndexing() as masks:
+        found = beam_search(IncrementalDecoder(model), source, lengths, settings, drop_every=2)
+    assert len({len(h.tokens) for h in found}) > 1  # sentences did leave at different steps
+    assert masks.calls == 0
+
+
 def exhaustive_best(table, max_tokens, alpha):
     best = None
     for length in range(max_tokens + 1):

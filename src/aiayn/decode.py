@@ -208,11 +208,14 @@ def beam_search(
             finished.count[active] += ends.sum(dim=1)
             done |= finished.count[active] >= k
         if (t + 1) % drop_every == 0:
-            stays = ~done.cpu()
-            if not stays.any():
+            # One device wait per check: `done` comes to the host once, and the sentences that
+            # stay are picked by an index made there (a boolean mask on the device would make
+            # every tensor it picks from wait to learn its size).
+            stays = (~done).cpu().nonzero().squeeze(1)  # (n',) on the host
+            if stays.numel() == 0:
                 break
-            if not stays.all():  # the finished sentences leave the batch
-                keep = stays.to(device)
+            if stays.numel() < n:  # the finished sentences leave the batch
+                keep = stays.to(device, non_blocking=True)
                 active, alive, rows, tokens, done = (
                     active[keep],
                     alive[keep],
