@@ -64,12 +64,26 @@ MULTI30K_PACKAGES = (*CALL_PACKAGES, "snakemake", "snakemake-executor-plugin-slu
 # call's 64 MiB: the image's own versions serve. torch is never followed into (its CUDA build
 # is the device's).
 LEFT_TO_THE_DEVICE = frozenset({"torch", "numpy", "pandas", "lxml", "pyarrow", "hf-xet"})
-DEVICE_PYTHON = {"python_version": "3.12", "python_full_version": "3.12.3", "extra": ""}
-WHEEL_TAGS = [
-    "--python-version", "3.12", "--implementation", "cp", "--abi", "cp312", "--abi", "abi3",
-    "--abi", "none", "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
-    "--platform", "manylinux2014_x86_64", "--platform", "manylinux1_x86_64", "--platform", "any",
-]  # fmt: skip
+DEVICE_PYTHON = "3.12"  # the device image's python3 (3.12.3)
+THIS_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def wheel_tags(python: str) -> list[str]:
+    """pip download's options for CPython `python` (3.12) wheels on x86-64 Linux."""
+    abi = "cp" + python.replace(".", "")
+    return [
+        "--python-version", python, "--implementation", "cp", "--abi", abi, "--abi", "abi3",
+        "--abi", "none", "--platform", "manylinux_2_28_x86_64", "--platform",
+        "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64", "--platform",
+        "manylinux1_x86_64", "--platform", "any",
+    ]  # fmt: skip
+
+
+def markers(python: str) -> dict[str, str]:
+    """What a requirement's environment marker is evaluated against for that Python."""
+    return {"python_version": python, "python_full_version": f"{python}.0", "extra": ""}
+
+
 PACK_LIMIT_MIB = 60
 TRAVEL_LIMIT_MIB = 64  # the device call's working tree, carried paths included
 DATA_FILES = {  # .device/data/<name>: ../shared/data/<path>
@@ -112,9 +126,10 @@ def pinned_versions(names: tuple[str, ...] = CALL_PACKAGES) -> dict[str, str]:
     return pins
 
 
-def closure(pins: dict[str, str]) -> dict[str, str]:
-    """Every package the pins need on Python 3.12, at the versions installed here (the ones the
-    tests ran with), read from the installed metadata; nothing beyond LEFT_TO_THE_DEVICE."""
+def closure(pins: dict[str, str], python: str = DEVICE_PYTHON, left: set | None = None):
+    """Every package the pins need on that Python, at the versions installed here (the ones the
+    tests ran with), read from the installed metadata; nothing beyond LEFT_TO_THE_DEVICE (the
+    ones reached are added to `left`, where given)."""
     from importlib.metadata import PackageNotFoundError, distribution
 
     from packaging.requirements import Requirement
@@ -124,6 +139,8 @@ def closure(pins: dict[str, str]) -> dict[str, str]:
     pending = list(pins)
     while pending:
         name = canonicalize_name(pending.pop())
+        if name in LEFT_TO_THE_DEVICE and left is not None:
+            left.add(name)
         if name in found or name in LEFT_TO_THE_DEVICE:
             continue
         try:
@@ -135,7 +152,7 @@ def closure(pins: dict[str, str]) -> dict[str, str]:
         found[name] = dist.version
         for line in dist.requires or []:
             requirement = Requirement(line)
-            if requirement.marker is None or requirement.marker.evaluate(DEVICE_PYTHON):
+            if requirement.marker is None or requirement.marker.evaluate(markers(python)):
                 pending.append(requirement.name)
     return found
 
@@ -145,14 +162,14 @@ def pip(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True)
 
 
-def fetch_wheels(packages: dict[str, str], folder: Path) -> list[str]:
-    """Binary wheels for Python 3.12 where PyPI has them; the rest (pure Python, published as
+def fetch_wheels(packages: dict[str, str], folder: Path, python: str = DEVICE_PYTHON) -> list:
+    """Binary wheels for that Python where PyPI has them; the rest (pure Python, published as
     source only, deepspeed among them) built into wheels here. Returns the ones built."""
     folder.mkdir(parents=True, exist_ok=True)
     binary = [f"{name}=={version}" for name, version in sorted(packages.items())]
     built = []
     while binary:
-        result = pip("download", "--no-deps", "--only-binary=:all:", *WHEEL_TAGS, "-d",
+        result = pip("download", "--no-deps", "--only-binary=:all:", *wheel_tags(python), "-d",
                       str(folder), *binary)  # fmt: skip
         if result.returncode == 0:
             break
@@ -165,9 +182,10 @@ def fetch_wheels(packages: dict[str, str], folder: Path) -> list[str]:
         result = pip("wheel", "--no-deps", "--no-build-isolation", "-w", str(folder), pin)
         if result.returncode != 0:
             sys.exit(f"pack: could not build a wheel of {pin}:\n{result.stderr[-3000:]}")
-    impure = [w.name for w in folder.glob("*.whl") if "-cp311-" in w.name]
+    here = "-cp" + THIS_PYTHON.replace(".", "") + "-"
+    impure = [w.name for w in folder.glob("*.whl") if python != THIS_PYTHON and here in w.name]
     if impure:
-        sys.exit(f"pack: built for this Python (3.11), not the device's 3.12: {impure}")
+        sys.exit(f"pack: built for this Python ({THIS_PYTHON}), not {python}: {impure}")
     return built
 
 
@@ -207,12 +225,19 @@ def pack(args) -> None:
     copy_data(args.shared, args.folder / "data")
     if not args.no_wheels:
         pins = pinned_versions(MULTI30K_PACKAGES if args.multi30k else CALL_PACKAGES)
-        packages = closure(pins)
-        log(f"pack: {len(packages)} packages for Python 3.12 into {args.folder / 'wheels'}")
-        built = fetch_wheels(packages, args.folder / "wheels")
+        python = THIS_PYTHON if args.this_python else DEVICE_PYTHON
+        left: set[str] = set()
+        packages = closure(pins, python, left)
+        log(f"pack: {len(packages)} packages for Python {python} into {args.folder / 'wheels'}")
+        built = fetch_wheels(packages, args.folder / "wheels", python)
         log(f"pack: built here from source: {', '.join(built) or 'none'}")
         lines = [f"{name}=={version}" for name, version in sorted(pins.items())]
         (args.folder / "requirements.txt").write_text("\n".join(lines) + "\n")
+        (args.folder / "python").write_text(python + "\n")
+        # what the pack counts on the machine's image to hold: a rehearsal installs these
+        (args.folder / "left_to_the_machine.txt").write_text(
+            "".join(f"{n}\n" for n in sorted(left))
+        )
     commit = benchlib.tree_commit()
     if commit.endswith("-dirty"):
         log("pack: the tree differs from its commit; commit first, or the figures say -dirty")
@@ -262,6 +287,9 @@ def install(pack: Path, out: Path, deadline: float, smoke: bool) -> str:
         return "skipped: --smoke (the packages here serve)"
     if not wheels.is_dir():
         return "skipped: no .device/wheels (the packages here serve)"
+    python = (pack / "python").read_text().strip() if (pack / "python").exists() else None
+    if python is not None and python != THIS_PYTHON:
+        return f"skipped: the wheels are for Python {python}, this is {THIS_PYTHON}"
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--find-links",
                str(wheels), "--disable-pip-version-check"]  # fmt: skip
     status = run_capped([*command, "-r", requirements], deadline, out)
@@ -604,7 +632,8 @@ def run(args) -> None:
     args.report = report = {"smoke": args.smoke, "budget_s": args.budget, "parts": {}}
     log(f"run: parts {args.parts}, budget {args.budget} s", args.out)
     install_deadline = min(end, start + PART_CAPS_S["install"])
-    report["install"] = install(args.pack, args.out, install_deadline, args.smoke)
+    skip = args.smoke and not args.install
+    report["install"] = install(args.pack, args.out, install_deadline, skip)
     if report["install"] != "done" and not report["install"].startswith("skipped"):
         log(f"run: the install from .device/wheels {report['install']}; the parts run on the "
             "image's packages (suite.log has pip's message)", args.out)  # fmt: skip
@@ -826,6 +855,9 @@ def main() -> None:
     packing.add_argument("--shared", type=Path, default=SHARED_DATA, help="../shared/data")
     packing.add_argument("--no-wheels", action="store_true", help="the data only")
     packing.add_argument("--multi30k", action="store_true", help="for the Multi30k command")
+    packing.add_argument(
+        "--this-python", action="store_true", help="wheels for this Python (CI's rehearsal)"
+    )
     running = commands.add_parser("run", help="on the device: install, then the parts")
     running.add_argument("--out", type=Path, required=True, help="$OUT on the device")
     running.add_argument("--parts", type=parts_list, default=list(ONE_CALL),
@@ -834,6 +866,9 @@ def main() -> None:
     running.add_argument("--smoke", action="store_true", help="tiny sizes on CPU (CI)")
     running.add_argument("--work", type=Path, default=Path("/tmp/aiayn_gpu_suite"))
     running.add_argument("--pack", type=Path, default=PACK, help="(tests) another pack folder")
+    running.add_argument(
+        "--install", action="store_true", help="install also with --smoke (CI's rehearsal)"
+    )
     collecting = commands.add_parser("collect", help="a device call's files into the project")
     collecting.add_argument("folder", type=Path)
     collecting.add_argument("--into", type=Path, default=PROJECT, help="(tests) another checkout")

@@ -7,6 +7,7 @@ snakemake) at CPU sizes; collect then files what it wrote as a device call's $OU
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -163,6 +164,52 @@ def test_a_failed_install_is_logged_and_the_parts_run_on_what_is_there(tmp_path)
     assert report["parts"]["preflight"]["status"] == "done"
     assert report["preflight"]["checks"]["train_step"]["ok"]
     assert "the parts run on the image's packages" in (out / "suite.log").read_text()
+
+
+@pytest.mark.workflow
+def test_a_bare_environment_installs_the_pack_with_no_index_and_takes_the_headline_parts(
+    tmp_path,
+):
+    """The GPU machine's way, rehearsed here: a fresh virtual environment holding only torch
+    (and the few packages the pack counts on the image for) installs everything else from the
+    pack's wheels with no index, then runs the call's first parts."""
+    shared("wmt14_newstest", "full", "newstest2014.en-de.en")
+    pack, out = tmp_path / ".device", tmp_path / "out"
+    result = suite("pack", "--this-python", "--folder", str(pack), "--shared", str(SHARED_DATA))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (pack / "python").read_text().strip() == gpu_suite.THIS_PYTHON
+    left = (pack / "left_to_the_machine.txt").read_text().split()
+    assert "torch" in left and set(left) <= gpu_suite.LEFT_TO_THE_DEVICE
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    image = [f"{name}=={version(name)}" for name in left]  # torch, numpy, ...
+    install = subprocess.run([python, "-m", "pip", "install", "--quiet", *image],
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert install.returncode == 0, install.stderr[-3000:]
+    bare = subprocess.run([python, "-c", "import deepspeed"], capture_output=True, timeout=60)
+    assert bare.returncode != 0  # nothing but the image's share yet
+
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH",)}
+    parts = "preflight,device,train_base,decode_base"
+    command = [python, str(PROJECT / "bench" / "gpu_suite.py"), "run", "--smoke", "--install",
+               "--pack", str(pack), "--out", str(out), "--parts", parts]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((out / "suite.json").read_text())
+    assert report["install"] == "done", (out / "suite.log").read_text()[-3000:]
+    assert list(report["parts"]) == parts.split(",")
+    assert all(part["status"] == "done" for part in report["parts"].values()), report
+    checks = report["preflight"]["checks"]
+    assert all(check["ok"] for check in checks.values()), checks
+    pins = gpu_suite.pinned_versions()
+    assert {name: checks["packages"]["versions"][name] for name in ("deepspeed", "transformers",
+            "sentencepiece", "sacrebleu")} == {name: pins[name] for name in ("deepspeed",
+            "transformers", "sentencepiece", "sacrebleu")}  # fmt: skip
+    (row,) = json.loads((out / "train_throughput.json").read_text())["results"]
+    assert {"ours", "ours_bf16_autocast", "hf_marian"} <= set(row)
+    decode = json.loads((out / "decode_speed.json").read_text())["runs"]
+    assert len(decode) == 1 and decode[0]["ours_cached"]["seconds"] > 0
 
 
 def test_a_part_over_its_cap_is_cut_and_the_others_still_run(tmp_path):
