@@ -139,6 +139,14 @@ def gold_trees(wildcards):
     return paths.gold_trees(name, wildcards.split, plan.dataset_pair(name))
 
 
+def tag_lexicon_sources(wildcards):
+    """The training split's words and linearized trees, which `decode.constrain: lexicon` reads
+    each word's tags from; nothing for other decodes."""
+    if plan.experiment_entry(wildcards.experiment)["decode"].get("constrain") != "lexicon":
+        return []
+    return plan.split_sides("clean", plan.experiment_dataset(wildcards.experiment), "train")
+
+
 def subword_model(wildcards):
     return paths.subword_file("model", plan.experiment_dataset(wildcards.experiment))
 

@@ -7,6 +7,7 @@ rule decode:
         model=decode_model,
         source=decode_source,
         subword=subword_model,
+        lexicon=tag_lexicon_sources,
     output:
         hypotheses=paths.decode_output("hyp"),
         record=paths.decode_output("json"),

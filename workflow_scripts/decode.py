@@ -9,7 +9,8 @@ import torch
 from aiayn.binarize import IndexedDataset
 from aiayn.decode_settings import DecodeSettings
 from aiayn.logs import run_stage, save_record
-from aiayn.textio import write_lines
+from aiayn.parsing.constrained import TagLexicon, TreeVocabulary
+from aiayn.textio import read_lines, write_lines
 from aiayn.translate import check_vocabulary, detokenized, load_model, pick_device, translate
 
 
@@ -33,7 +34,14 @@ def main():
     sentences = list(source)
     wildcards = snakemake.wildcards
     desc = f"{wildcards.experiment}/{wildcards.checkpoint}/{wildcards.split}"
-    hypotheses, timing = translate(model, sentences, settings, desc=desc)
+    trees = TreeVocabulary.from_processor(processor) if settings.constrain != "none" else None
+    lexicon = None
+    if settings.constrain == "lexicon":  # the training split's words and trees
+        words, tree_lines = (list(read_lines(path)) for path in snakemake.input.lexicon)
+        lexicon = TagLexicon(processor, words, tree_lines)
+    hypotheses, timing = translate(
+        model, sentences, settings, desc=desc, trees=trees, lexicon=lexicon
+    )
     lines = detokenized(processor, hypotheses)
     write_lines(snakemake.output.hypotheses, lines)
     log = logging.getLogger("aiayn")

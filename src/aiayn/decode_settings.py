@@ -21,12 +21,17 @@ class DecodeSettings:
     max_length_offset: int = DEFAULTS["max_length_offset"]  # tokens past the source length
     batch_tokens: int = DEFAULTS["batch_tokens"]  # source tokens (padded) per batch of sentences
     finalize: str = DEFAULTS["finalize"]  # which EOS finish a hypothesis: t2t (paper) or fairseq
+    constrain: str = DEFAULTS["constrain"]  # parsing: "trees", or "lexicon" (trees, known tags)
 
     def __post_init__(self):
         if self.search not in ("beam", "greedy"):
             raise ValueError(f"decode.search must be 'beam' or 'greedy', not {self.search!r}")
         if self.finalize not in ("t2t", "fairseq"):
             raise ValueError(f"decode.finalize must be 't2t' or 'fairseq', not {self.finalize!r}")
+        if self.constrain not in ("none", "trees", "lexicon"):
+            raise ValueError(
+                f"decode.constrain must be none, trees or lexicon, not {self.constrain!r}"
+            )
         if self.beam < 1 or self.batch_tokens < 1 or self.max_length_offset < 0:
             raise ValueError(
                 "decode.beam and decode.batch_tokens must be >= 1, max_length_offset >= 0"

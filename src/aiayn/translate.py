@@ -27,6 +27,7 @@ from aiayn.errors import InputError
 from aiayn.logs import progress
 from aiayn.model import Transformer
 from aiayn.model_config import TransformerConfig
+from aiayn.parsing.constrained import TagLexicon, TreeConstrained, TreeVocabulary
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -92,15 +93,23 @@ def translate(
     incremental: bool = True,
     desc: str = "decode",
     drop_every: int | None = None,
+    trees: TreeVocabulary | None = None,
+    lexicon: TagLexicon | None = None,
 ) -> tuple[list[Hypothesis], dict]:
     """Best hypothesis per source sentence (token ids without EOS), in input order, and timings.
-    drop_every: see beam_search (the default suits the device)."""
+    drop_every: see beam_search (the default suits the device). trees: what each subword id is
+    in a linearized tree, for `decode.constrain: trees`; lexicon: each word's tags, for
+    `decode.constrain: lexicon`."""
     device = next(model.parameters()).device
     lengths = np.array([len(s) for s in sentences])
     limit = model.config.position_limit
     check_fits(lengths, limit, desc)
     batches = length_sorted_batches(lengths, max(settings.batch_tokens, int(lengths.max()) + 8))
     stepper = IncrementalDecoder(model) if incremental else RecomputingDecoder(model)
+    if settings.constrain != "none":
+        if trees is None or (settings.constrain == "lexicon" and lexicon is None):
+            raise ValueError(f"decode.constrain: {settings.constrain} needs trees (and lexicon)")
+        stepper = TreeConstrained(stepper, trees, lexicon)
     results: list[Hypothesis | None] = [None] * len(sentences)
     start = time.perf_counter()
     with progress(total=len(sentences), desc=desc, unit=" sentences") as bar, autocast(device):
