@@ -142,9 +142,11 @@ def gold_trees(wildcards):
 def tag_lexicon_sources(wildcards):
     """The training split's words and linearized trees, which `decode.constrain: lexicon` reads
     each word's tags from; nothing for other decodes."""
-    if plan.experiment_entry(wildcards.experiment)["decode"].get("constrain") != "lexicon":
+    decode = plan.experiment_entry(wildcards.experiment)["decode"]
+    if decode.get("constrain") != "lexicon":
         return []
-    return plan.split_sides("clean", plan.experiment_dataset(wildcards.experiment), "train")
+    dataset = plan.experiment_dataset(wildcards.experiment)
+    return plan.split_sides("clean", dataset, "train")
 
 
 def subword_model(wildcards):
