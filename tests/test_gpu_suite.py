@@ -191,6 +191,8 @@ def test_a_bare_environment_installs_the_pack_with_no_index_and_takes_the_headli
     assert bare.returncode != 0  # nothing but the image's share yet
 
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH",)}
+    # its own build of DeepSpeed's CPU op: never a lock in the cache the other tests share
+    env["TORCH_EXTENSIONS_DIR"] = str(tmp_path / "torch_extensions")
     parts = "preflight,device,train_base,decode_base"
     command = [python, str(PROJECT / "bench" / "gpu_suite.py"), "run", "--smoke", "--install",
                "--pack", str(pack), "--out", str(out), "--parts", parts]  # fmt: skip
