@@ -1,6 +1,6 @@
 """System test on the Penn Treebank sample (../shared/data), through the real snakemake CLI:
-configs/parsing.yaml with a CI-sized budget must still parse: an EVALB F1 floor a little under
-what it reaches, and Table 4 with the paper's rows beside ours."""
+configs/parsing.yaml with a CI-sized budget must still parse: well above the right-branching
+tree the same run scores on the same split, and Table 4 with the paper's rows beside ours."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from tests.real_data import load_json, write_overlay
 pytestmark = [pytest.mark.timeout(1800), pytest.mark.system]
 
 
-# The CI-sized parsing run (400 steps, 569 s of training on 2 busy CPU cores) reached test F1
-# 4.84 and dev perplexity 3.86 when these were set. At this budget the model writes trees of the
-# right shape but too short (see the README), so the F1 floor mostly guards the scoring path and
-# the perplexity ceiling guards learning (an untrained model is near the 8000-piece vocabulary).
-PARSING_TEST_F1_FLOOR = 3.0
+# A parser that ignores its input scores no better than a tree that reads only the words: the
+# CI-sized run must beat the right-branching tree, which the workflow scores on the same test
+# split, by this factor. When it was set, the CI-sized run (400 steps, 518 s of training on 2
+# busy cores, decode.constrain lexicon, beam 32) reached test F1 34.5 against right-branching's
+# 19.3 (1.79x); the factor fails a parser that does not read, not one that is a little worse.
+MARGIN_OVER_RIGHT_BRANCHING = 1.5
 PARSING_DEV_PPL_CEILING = 4.5
-# 3000 real tokens a step: about what 4000 padded ones held when the floors were set.
 PARSING_CI_TRAIN = {"max_steps": 400, "dev_every_steps": 100, "tokens_per_step": 3000}
 RESULTS = "results/ci"  # the overlay's study: named after its file
 
@@ -46,7 +46,9 @@ def test_the_treebank_sample_learns_to_parse_within_a_ci_budget(parsing_run):
     scores = load_json(parsing_run / RESULTS / "scores/parser_sample/averaged/test.json")
     assert scores["sentences"] == 168  # documents 0170-0179
     evalb = scores["evalb"]["all"]
-    assert evalb["f1"] >= PARSING_TEST_F1_FLOOR, evalb
+    baselines = load_json(parsing_run / RESULTS / "baselines/ptb_sample/test.json")["baselines"]
+    right_branching = baselines["right-branching"]["all"]["f1"]
+    assert evalb["f1"] >= MARGIN_OVER_RIGHT_BRANCHING * right_branching, (evalb, right_branching)
     assert evalb["counts"]["sentences"] == 168
     trees = (parsing_run / "runs/parser_sample/decode/averaged/test.trees").read_text()
     gold = (parsing_run / "data/ptb_sample/raw/test.en-ptb.trees").read_text()
