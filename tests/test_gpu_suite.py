@@ -156,7 +156,17 @@ def test_a_failed_install_is_logged_and_the_parts_run_on_what_is_there(tmp_path)
     pack, out = tmp_path / ".device", tmp_path / "out"
     (pack / "wheels").mkdir(parents=True)
     (pack / "requirements.txt").write_text("no-such-package-aiayn==1.0\n")
-    result = suite("run", "--parts", "preflight", "--pack", str(pack), "--out", str(out))
+    result = suite(  # smoke: CPU-sized caps; --install: the pack is still installed
+        "run",
+        "--smoke",
+        "--install",
+        "--parts",
+        "preflight",
+        "--pack",
+        str(pack),
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((out / "suite.json").read_text())
     assert report["install"].startswith("failed (exit 1) as a whole; one by one:")
