@@ -988,3 +988,24 @@ def test_deepspeed_never_waits_for_the_device_to_time_a_step():
     engine = deepspeed_engine(model, TrainSettings(), 1, False, device)
     assert not engine.tput_timer.config.enabled and not engine.tput_timer.config.synchronized
     assert not engine.wall_clock_breakdown()
+
+
+def test_a_lone_process_handed_a_busy_port_picks_another():
+    """Trainings started together can be handed the same free port; the one that finds it
+    taken (EADDRINUSE) tries another instead of failing."""
+    script = (
+        "import os, socket\n"
+        "import aiayn.engine as engine\n"
+        "busy = socket.socket(); busy.bind(('127.0.0.1', 0)); busy.listen()\n"
+        "taken = busy.getsockname()[1]\n"
+        "handed = iter([taken])\n"
+        "free = engine.free_port\n"
+        "engine.free_port = lambda: next(handed, None) or free()\n"
+        "engine.init_process()\n"
+        "print(os.environ['MASTER_PORT'] != str(taken))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_PORT", "RANK", "WORLD_SIZE")}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=300, env=env)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "True"

@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 STALE_BUILD_SECONDS = 600
 
 
+PORT_ATTEMPTS = 5
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -39,13 +42,23 @@ def init_process() -> tuple[int, int, torch.device]:
         ("MASTER_ADDR", "127.0.0.1"),
     ):
         os.environ.setdefault(key, value)
-    os.environ.setdefault("MASTER_PORT", str(free_port()))
+    launched = "MASTER_PORT" in os.environ  # by torchrun or srun: their port, as given
     os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
     clear_stale_build_locks()
     import deepspeed
     from deepspeed.accelerator import get_accelerator
 
-    deepspeed.init_distributed(verbose=False)
+    for attempt in range(PORT_ATTEMPTS):
+        if not launched:
+            os.environ["MASTER_PORT"] = str(free_port())
+        try:
+            deepspeed.init_distributed(verbose=False)
+            break
+        except torch.distributed.DistNetworkError:
+            # Lone processes started together can be handed the same free port (CI saw two
+            # trainings fail with EADDRINUSE): a lone one picks another and tries again.
+            if launched or attempt == PORT_ATTEMPTS - 1:
+                raise
     local_rank = int(os.environ["LOCAL_RANK"])
     accelerator = get_accelerator()
     if accelerator.device_name() == "cuda":
