@@ -69,7 +69,8 @@ class SmoothedCrossEntropy(torch.autograd.Function):
         grad = torch.empty_like(logits)
         for start in range(0, logits.size(0), rows):
             part = slice(start, start + rows)
-            work = logits[part].float()  # (rows, V), the one fp32 slice alive
+            # (rows, V), the one fp32 slice alive: a copy, also of fp32 logits (saved, not ours)
+            work = logits[part].to(torch.float32, copy=True)
             work.sub_(lse[part].unsqueeze(1)).exp_()  # the softmax
             work.mul_(scale[part]).sub_(shift[part])
             work.scatter_add_(1, target[part].unsqueeze(1), at_target[part])
