@@ -8,6 +8,7 @@ it, so uncommitted code is never passed off as a commit), the date and the comma
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -169,3 +170,15 @@ def with_train_ratios(row: dict) -> dict:
             ratio = row[top]["target_tokens_per_s"] / row[bottom]["target_tokens_per_s"]
             row[key] = round(ratio, 2)
     return row
+
+
+def comma_list(choices, what: str):
+    """An argparse type: a comma-separated list of some of `choices` (named `what`)."""
+
+    def parse(text: str) -> list[str]:
+        names = [name.strip() for name in text.split(",") if name.strip()]
+        if not names or any(name not in choices for name in names):
+            raise argparse.ArgumentTypeError(f"{what} are {', '.join(choices)}; got {text!r}")
+        return names
+
+    return parse

@@ -845,14 +845,6 @@ def save(record: dict, path: Path) -> Path:
 # ---------------------------------------------------------------------------------------- main
 
 
-def parts_list(text: str) -> list[str]:
-    parts = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [part for part in parts if part not in PARTS]
-    if unknown or not parts:
-        raise argparse.ArgumentTypeError(f"parts are {', '.join(PARTS)}; got {text!r}")
-    return parts
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -868,7 +860,8 @@ def main() -> None:
     )
     running = commands.add_parser("run", help="on the device: install, then the parts")
     running.add_argument("--out", type=Path, required=True, help="$OUT on the device")
-    running.add_argument("--parts", type=parts_list, default=list(ONE_CALL),
+    parts = benchlib.comma_list(PARTS, "parts")
+    running.add_argument("--parts", type=parts, default=list(ONE_CALL),
                          help=f"some of {','.join(PARTS)} (default: all but multi30k)")  # fmt: skip
     running.add_argument("--budget", type=float, default=CALL_BUDGET_S, help="seconds in all")
     running.add_argument("--smoke", action="store_true", help="tiny sizes on CPU (CI)")

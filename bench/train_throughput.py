@@ -264,14 +264,6 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
 }
 
 
-def trainers_list(text: str) -> list[str]:
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in TRAINERS]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"trainers are {', '.join(TRAINERS)}; got {text!r}")
-    return names
-
-
 def rounds_of(trainers: list[str], rounds: int):
     """The trainers `rounds` times, every second round in reverse order: on a shared CPU the
     position in the sequence alone moved a figure by up to 25%, so each keeps its faster run."""
@@ -340,7 +332,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=20000)
     parser.add_argument(
         "--trainers",
-        type=trainers_list,
+        type=benchlib.comma_list(TRAINERS, "trainers"),
         default=["ours", "naive", "hf"],
         help=f"which of {', '.join(TRAINERS)}, in this order (default: ours,naive,hf)",
     )
