@@ -20,7 +20,7 @@ from aiayn import paths
 from aiayn.data.sources import is_url, local_files
 from aiayn.errors import InputError
 from aiayn.parsing.treebank import select_files
-from aiayn.plan import FIGURES, TABLES, Plan
+from aiayn.plan import FIGURES, PARSING_FIGURES, TABLES, Plan
 from aiayn.run_record import remember_invocation, write_run_record
 from aiayn.workflow import package_modules, use_this_checkout
 
@@ -100,12 +100,18 @@ def treebank_files(wildcards):
 
 
 def trainer_data(wildcards):
-    """The binarized train and dev splits an experiment reads."""
+    """The binarized train and dev splits an experiment reads, and for a parser that parses dev
+    as it trains (train.dev_parse_sentences), the files those parses read."""
     name = plan.experiment_dataset(wildcards.experiment)
     dev = plan.experiment_entry(wildcards.experiment)["dev_split"]
+    files = plan.trainer_spec(wildcards.experiment).get("dev_parse", {})
     return {
         "train_data": plan.split_sides("bin", name, "train", (".bin", ".idx")),
         "dev_data": plan.split_sides("bin", name, dev, (".bin", ".idx")),
+        "dev_parse": [
+            files[key] for key in ("words", "gold_trees", "subword") if key in files
+        ]
+        + files.get("lexicon", []),
     }
 
 

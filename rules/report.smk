@@ -35,7 +35,8 @@ rule table:
 
 rule figure:
     """A figure as PNG and PDF: the learning-rate schedule of section 5.3, the training and dev
-    loss curves, or dev BLEU of the last checkpoint beside the averaged model."""
+    loss curves, dev BLEU of the last checkpoint beside the averaged model, or the parsers' dev
+    F1, tags and output length as they trained."""
     input:
         unpack(report_inputs),
     output:
@@ -44,11 +45,13 @@ rule figure:
     log:
         f"logs/report/{plan.study}/{{figure}}.log",
     wildcard_constraints:
-        figure=names_pattern(FIGURES),
+        figure=names_pattern(FIGURES + PARSING_FIGURES),
     conda:
         "envs/aiayn.yaml"
     params:
-        experiments=plan.report_experiments(plan.translation_experiments()),
+        experiments=lambda wildcards: plan.report_experiments(
+            plan.reported_experiments(wildcards.figure)
+        ),
         code=code_version("report_figure.py"),
     script:
         "../workflow_scripts/report_figure.py"

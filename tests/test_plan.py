@@ -77,6 +77,37 @@ def test_parsers_and_translators_are_told_apart_and_reported_in_their_own_tables
     assert set(plan.vocabulary_sizes()) == {"toy"}  # the parser's vocabulary is not counted
 
 
+def test_a_parser_that_parses_dev_as_it_trains_reads_those_files_and_gets_its_curves(
+    with_parser,
+):
+    plan = Plan(with_parser)
+    assert plan.trainer_spec("parser_sample")["dev_parse"] == {
+        "words": "data/ptb_sample/clean/dev.en-ptb.en",
+        "gold_trees": "data/ptb_sample/raw/dev.en-ptb.trees",
+        "subword": "data/ptb_sample/spm/bpe.model",
+        "lexicon": [
+            "data/ptb_sample/clean/train.en-ptb.en",
+            "data/ptb_sample/clean/train.en-ptb.ptb",
+        ],
+        "linearization": {"leaves": "tags", "close_labels": True},
+    }
+    results = "results/toy+ptb_sample"
+    assert plan.reported_experiments("parse_curves") == ["parser_sample"]
+    assert f"{results}/figures/parse_curves.pdf" in plan.report_files()
+    assert plan.report_inputs("parse_curves")["baselines"] == [
+        f"{results}/baselines/ptb_sample/dev.json"
+    ]
+    assert "dev_parse" not in plan.trainer_spec("tiny")
+    config = copy.deepcopy(with_parser)
+    config["experiments"]["parser_sample"]["train"]["dev_parse_sentences"] = 0
+    quiet = Plan(config)
+    assert "dev_parse" not in quiet.trainer_spec("parser_sample")
+    assert not any("parse_curves" in path for path in quiet.report_files())
+    config["experiments"]["tiny"]["train"]["dev_parse_sentences"] = 5
+    with pytest.raises(InputError, match="experiment 'tiny': train.dev_parse_sentences is for"):
+        Plan(config).trainer_spec("tiny")
+
+
 def test_a_dataset_mixing_treebank_and_text_splits_is_refused(with_parser):
     config = copy.deepcopy(with_parser)
     config["datasets"]["ptb_sample"]["splits"]["dev"] = {"source": "toy", "size": 5, "seed": 1}

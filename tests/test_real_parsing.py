@@ -4,10 +4,20 @@ tree the same run scores on the same split, and Table 4 with the paper's rows be
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import torch
 
+from aiayn.binarize import IndexedDataset
+from aiayn.decode_settings import DecodeSettings
+from aiayn.parsing.constrained import TagLexicon, TreeVocabulary
+from aiayn.parsing.linearize import Linearization
+from aiayn.parsing.score import score_trees
+from aiayn.subword import load
+from aiayn.textio import read_lines
+from aiayn.translate import detokenized, load_model, translate
 from tests.conftest import copy_project, run_snakemake, shared
 from tests.real_data import load_json, write_overlay
 
@@ -21,7 +31,12 @@ pytestmark = [pytest.mark.timeout(1800), pytest.mark.system]
 # 19.3 (1.79x); the factor fails a parser that does not read, not one that is a little worse.
 MARGIN_OVER_RIGHT_BRANCHING = 1.5
 PARSING_DEV_PPL_CEILING = 4.5
-PARSING_CI_TRAIN = {"max_steps": 400, "dev_every_steps": 100, "tokens_per_step": 3000}
+PARSING_CI_TRAIN = {
+    "max_steps": 400,
+    "dev_every_steps": 200,
+    "tokens_per_step": 3000,
+    "dev_parse_sentences": 30,  # the learning curve's dev parses, on a CI-sized subset
+}
 RESULTS = "results/ci"  # the overlay's study: named after its file
 
 
@@ -69,3 +84,36 @@ def test_table4_puts_the_paper_beside_ours(parsing_run):
     assert len(baselines) == 2 and "right-branching (S over nested VP)" in baselines[0]
     assert "19.27" in baselines[0] and "9.74" in baselines[1]  # test F1, as measured by hand
     assert not (parsing_run / RESULTS / "tables/table2.md").exists()
+
+
+def test_training_logged_dev_f1_as_the_saved_model_decodes_and_scores_it(parsing_run, monkeypatch):
+    """The learning curve's figures (train.dev_parse_*) are what the decode and score_parse
+    rules' functions give for the weights saved at that step, and the figure is drawn."""
+    monkeypatch.chdir(parsing_run)
+    records = load_json("runs/parser_sample/train.json")
+    log = [json.loads(line) for line in read_lines("runs/parser_sample/train.jsonl")]
+    parsed = [record for record in log if "dev_f1" in record]
+    assert [record["step"] for record in parsed] == [200, 400]
+    assert all(record["dev_parse_sentences"] == 30 for record in parsed)
+    torch.set_num_threads(2)  # as the trainer ran (--set-threads train=2)
+    model, _ = load_model(records["final_weights"], torch.device("cpu"))
+    processor = load("data/ptb_sample/spm/bpe.model")
+    sources = [IndexedDataset("data/ptb_sample/bin/dev.en-ptb.en")[i] for i in range(30)]
+    lexicon = TagLexicon(
+        processor,
+        *(list(read_lines(f"data/ptb_sample/clean/train.en-ptb.{s}")) for s in ("en", "ptb")),
+    )
+    settings = DecodeSettings(beam=4, max_length_offset=300, constrain="lexicon")
+    hypotheses, _ = translate(
+        model, sources, settings, trees=TreeVocabulary.from_processor(processor), lexicon=lexicon
+    )
+    _, figures = score_trees(
+        detokenized(processor, hypotheses),
+        list(read_lines("data/ptb_sample/clean/dev.en-ptb.en"))[:30],
+        list(read_lines("data/ptb_sample/raw/dev.en-ptb.trees"))[:30],
+        Linearization(leaves="tags", close_labels=True),
+    )
+    assert parsed[-1]["dev_f1"] == pytest.approx(figures["evalb"]["all"]["f1"], abs=0.5)
+    assert parsed[-1]["dev_tagging_accuracy"] > 50  # a tag each word had in training
+    assert 0.5 < parsed[-1]["dev_length_ratio"] < 2.0
+    assert (parsing_run / RESULTS / "figures/parse_curves.png").stat().st_size > 10_000

@@ -30,6 +30,21 @@ def loss_curves():
     return figures.loss_curves(logs)
 
 
+def parse_curves():
+    logs = {
+        spec["name"]: Path(path).with_name(paths.TRAIN_LOG)
+        for spec, path in zip(snakemake.params.experiments, snakemake.input.summaries, strict=True)
+    }
+    baselines = {}
+    for path in snakemake.input.baselines:
+        record = json.loads(Path(path).read_text())
+        label = f"{record['dataset']} {record['split']}"
+        baselines[label] = {
+            name: scores["all"]["f1"] for name, scores in record["baselines"].items()
+        }
+    return figures.parse_curves(logs, baselines)
+
+
 def averaging():
     records = [json.loads(Path(p).read_text()) for p in snakemake.input.scores]
     bleu = {}
@@ -45,7 +60,12 @@ def averaging():
 
 
 def main():
-    draw = {"learning_rate": learning_rate, "loss_curves": loss_curves, "averaging": averaging}
+    draw = {
+        "learning_rate": learning_rate,
+        "loss_curves": loss_curves,
+        "averaging": averaging,
+        "parse_curves": parse_curves,
+    }
     save_figure(draw[snakemake.wildcards.figure](), snakemake.output.png, snakemake.output.pdf)
 
 

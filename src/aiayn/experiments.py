@@ -56,6 +56,29 @@ def resolve(experiment: dict, datasets: dict) -> dict:
         },
         "model": asdict(model),
         "train": asdict(train),
+        **dev_parse_files(name, dataset_name, dataset, dev, train),
+    }
+
+
+def dev_parse_files(name: str, dataset_name: str, dataset: dict, dev: str, train) -> dict:
+    """What the trainer's dev parses read (train.dev_parse_sentences), for a parsing dataset."""
+    if not train.dev_parse_sentences:
+        return {}
+    if any(split["source"] != "ptb" for split in dataset["splits"].values()):
+        raise InputError(
+            f"experiment {name!r}: train.dev_parse_sentences is for parsing experiments, and "
+            f"dataset {dataset_name!r} is not a treebank; set it to 0 (or leave it out)"
+        )
+    langs = dataset["langs"]
+    lexicon = train.dev_parse_constrain == "lexicon"
+    return {
+        "dev_parse": {
+            "words": paths.split_sides("clean", dataset_name, dev, langs)[0],
+            "gold_trees": paths.gold_trees(dataset_name, dev, "-".join(langs)),
+            "subword": paths.subword_file("model", dataset_name),
+            "lexicon": paths.split_sides("clean", dataset_name, "train", langs) if lexicon else [],
+            "linearization": dataset["linearization"],
+        }
     }
 
 

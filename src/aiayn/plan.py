@@ -16,6 +16,7 @@ from aiayn.experiments import resolve, resolve_evaluation
 
 TABLES = ("params", "table2", "table3", "table4")
 FIGURES = ("learning_rate", "loss_curves", "averaging")
+PARSING_FIGURES = ("parse_curves",)  # parsers that parse dev as they train
 
 
 class Plan:
@@ -261,6 +262,8 @@ class Plan:
         files = [self.table_file("params")]
         if self.parsing_experiments():
             files.append(self.table_file("table4"))
+        if self.reported_experiments("parse_curves"):
+            files.append(paths.figure_file("parse_curves", study=self.study))
         names = self.translation_experiments()
         if names:
             files += [self.table_file(table) for table in ("table2", "table3")]
@@ -310,6 +313,12 @@ class Plan:
         none (it counts the presets), the others the translators."""
         if name == "params":
             return []
+        if name == "parse_curves":
+            return [
+                n
+                for n in self.parsing_experiments()
+                if self.trainer_spec(n)["train"]["dev_parse_sentences"]
+            ]
         return self.parsing_experiments() if name == "table4" else self.translation_experiments()
 
     def report_inputs(self, name: str) -> dict[str, list[str]]:
@@ -330,6 +339,17 @@ class Plan:
                 for n in names
                 for kind in ("last", "averaged")
             ]
+        if name == "parse_curves":  # the trivial trees on each parser's dev split
+            inputs["baselines"] = list(
+                dict.fromkeys(
+                    paths.parse_baseline_file(
+                        self.experiment_dataset(n),
+                        self.experiment_entry(n)["dev_split"],
+                        self.study,
+                    )
+                    for n in names
+                )
+            )
         if name == "table4":
             inputs["baselines"] = self.parse_baseline_files(names)
             inputs["train_records"] = [

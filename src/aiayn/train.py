@@ -36,6 +36,7 @@ from aiayn.errors import InputError
 from aiayn.loader import BatchStream
 from aiayn.logs import progress, setup_logging
 from aiayn.model import Transformer
+from aiayn.parsing.dev_parse import DevParser
 from aiayn.run_folder import RunFolder
 from aiayn.train_batches import TrainingBatches
 from aiayn.train_record import LogWindow, TrainLog, write_summary
@@ -109,6 +110,9 @@ class Trainer:
             self.world,
             self.device,
         )
+        self.dev_parser = None  # parsing experiments: dev F1 at each dev evaluation, on rank 0
+        if experiment.dev_parse and self.rank == 0:
+            self.dev_parser = DevParser(experiment.dev_parse, experiment.dev_data, self.settings)
         self.stop_signal: int | None = None
         for signum in STOP_SIGNALS:
             signal.signal(signum, self.request_stop)
@@ -170,7 +174,7 @@ class Trainer:
                 self.log.window(window, self.engine, self.state)
                 window = LogWindow()
             if step % settings.dev_every_steps == 0 or final:
-                last_dev = self.steps.evaluate(self.batches)
+                last_dev = self.evaluate()
                 self.log.append(
                     {"step": step, **last_dev, "seconds": round(self.state["seconds"], 2)}
                 )
@@ -186,8 +190,15 @@ class Trainer:
                 raise Stopped(step, self.stop_signal)
         bar.close()
         if not last_dev:  # resumed a finished run
-            last_dev = self.steps.evaluate(self.batches)
+            last_dev = self.evaluate()
         return write_summary(self, last_dev)
+
+    def evaluate(self) -> dict:
+        """The dev loss over all processes; for a parser, rank 0 adds its dev parses' figures."""
+        figures = self.steps.evaluate(self.batches)
+        if self.dev_parser is not None:
+            figures |= self.dev_parser.measure(self.engine.module)
+        return figures
 
     def resume(self) -> None:
         """Continue from the newest complete checkpoint, if there is one."""

@@ -42,6 +42,9 @@ class TrainSettings:
     average_last: int = DEFAULTS["average_last"]  # consolidated weights kept and averaged
     log_every_steps: int = DEFAULTS["log_every_steps"]
     dev_every_steps: int = DEFAULTS["dev_every_steps"]
+    dev_parse_sentences: int = DEFAULTS["dev_parse_sentences"]  # parsing: dev F1 as it trains
+    dev_parse_beam: int = DEFAULTS["dev_parse_beam"]
+    dev_parse_constrain: str = DEFAULTS["dev_parse_constrain"]
 
     # Settings that change the trajectory; the rest (budget, intervals) may change on resume.
     TRAJECTORY = (
@@ -68,6 +71,9 @@ class Experiment:
     dev_data: tuple[str, str]
     model: TransformerConfig
     train: TrainSettings
+    # parsing experiments with train.dev_parse_sentences: the files their dev parses read
+    # (words, gold_trees, subword, lexicon, linearization; experiments.dev_parse_files)
+    dev_parse: dict | None = None
 
     @classmethod
     def from_json(cls, path: str | Path) -> Experiment:
@@ -79,6 +85,7 @@ class Experiment:
             dev_data=tuple(spec["data"]["dev"]),
             model=TransformerConfig(**spec["model"]),
             train=TrainSettings(**spec["train"]),
+            dev_parse=spec.get("dev_parse"),
         )
 
     def as_dict(self) -> dict:
@@ -89,6 +96,7 @@ class Experiment:
             "data": {"train": list(self.train_data), "dev": list(self.dev_data)},
             "model": asdict(self.model),
             "train": asdict(self.train),
+            **({"dev_parse": self.dev_parse} if self.dev_parse else {}),
         }
 
     def identity(self) -> str:
