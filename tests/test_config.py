@@ -44,6 +44,7 @@ def load(name):
         "configs/wmt14_en_de_sample.yaml",
         "configs/parsing.yaml",
         "configs/parsing_wsj.yaml",
+        "configs/parsing_other_documents.yaml",
     ],
 )
 def test_presets_validate(name):

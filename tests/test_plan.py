@@ -108,6 +108,18 @@ def test_a_parser_that_parses_dev_as_it_trains_reads_those_files_and_gets_its_cu
         Plan(config).trainer_spec("tiny")
 
 
+def test_the_other_documents_overlay_scores_the_same_trained_parser_on_wsj_0180_0199():
+    alone = Plan(load_config(PROJECT, [PROJECT / "configs/parsing.yaml"]))
+    other = Plan(load_config(PROJECT, [PROJECT / "configs/parsing_other_documents.yaml"]))
+    assert other.trainer_spec("parser_sample") == alone.trainer_spec("parser_sample")
+    assert ("averaged", "other") in other.scored_decodes("parser_sample")
+    assert other.split_source("ptb_sample", "other")["documents"] == "0180-0199"
+    assert other.parse_baseline_files() == [
+        "results/parsing_other_documents/baselines/ptb_sample/test.json",
+        "results/parsing_other_documents/baselines/ptb_sample/other.json",
+    ]
+
+
 def test_a_dataset_mixing_treebank_and_text_splits_is_refused(with_parser):
     config = copy.deepcopy(with_parser)
     config["datasets"]["ptb_sample"]["splits"]["dev"] = {"source": "toy", "size": 5, "seed": 1}

@@ -64,8 +64,10 @@ def parse_curves(logs: dict[str, str], baselines: dict[str, dict[str, float]]):
     parses (train.dev_parse_sentences) against training steps, with the trivial trees' dev F1:
     a parser that stops reading its input falls to them."""
     figure, (f1_axes, tag_axes, length_axes) = plt.subplots(1, 3, figsize=(14, 4))
+    counts = set()
     for name, path in logs.items():
         parsed = [r for r in read_log(path)[1] if "dev_f1" in r]
+        counts |= {r["dev_parse_sentences"] for r in parsed}
         steps = [r["step"] for r in parsed]
         f1_axes.plot(steps, [r["dev_f1"] for r in parsed], "o-", label=name)
         tag_axes.plot(steps, [r["dev_tagging_accuracy"] for r in parsed], "o-", label=name)
@@ -73,9 +75,11 @@ def parse_curves(logs: dict[str, str], baselines: dict[str, dict[str, float]]):
     styles = iter(["--", ":", "-."] * len(baselines))
     for label, scores in baselines.items():
         for baseline, f1 in scores.items():
-            f1_axes.axhline(f1, color="grey", linestyle=next(styles), label=f"{baseline}, {label}")
+            label_ = f"{baseline}, all of {label}"
+            f1_axes.axhline(f1, color="grey", linestyle=next(styles), label=label_)
     length_axes.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
-    f1_axes.set(title="dev F1 (EVALB rules)", xlabel="step", ylabel="F1")
+    sentences = "/".join(map(str, sorted(counts)))
+    f1_axes.set(title=f"dev F1 (EVALB rules), {sentences} sentences", xlabel="step", ylabel="F1")
     tag_axes.set(title="dev tagging accuracy", xlabel="step", ylabel="% of words")
     length_axes.set(title="output length / reference length", xlabel="step", ylabel="ratio")
     f1_axes.legend(fontsize="small")
