@@ -18,6 +18,7 @@ case). Prints one JSON line; --save writes it under bench/results/.
     python bench/decode_speed.py --preset tiny --sentences 100     # CPU-sized
     python bench/decode_speed.py --profile decode.prof.txt         # and where the time goes
     python bench/decode_speed.py --no-naive --out run.json         # skip the slow baseline
+    python bench/decode_speed.py --cache-ab                        # also the ancestry cache
     python bench/decode_speed.py --ab-against HEAD~1               # A/B: this code vs a revision's
     python bench/decode_speed.py --ab-commit C1 --ab-commit C2     # A/B: each commit vs its parent
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import ab
@@ -112,10 +114,27 @@ def naive_figures(model, sentences, settings, ours, ours_figures, skip: bool) ->
     }
 
 
-def peer_figures(ours, ours_figures, peer) -> dict:
+def cache_figures(model, sentences, settings, ours, ours_figures, args) -> dict:
+    """With --cache-ab, ours again with the ancestry cache (decode.cache), `--repeats` times:
+    its figures, its speed relative to the gather cache, and whether it translates the same."""
+    if not args.cache_ab:
+        return {}
+    ancestry = replace(settings, cache="ancestry")
+    runs = [run(model, sentences, ancestry, True, args.drop_every) for _ in range(args.repeats)]
+    hypotheses, figures = min(runs, key=lambda r: r[1]["seconds"])
+    same = sum(a.tokens == b.tokens for a, b in zip(ours, hypotheses, strict=True)) / len(ours)
+    return {
+        "ours_ancestry_cache": figures,
+        "ancestry_speedup": round(ours_figures["seconds"] / figures["seconds"], 2),
+        "ancestry_same_translations": round(same, 4),
+    }
+
+
+def peer_figures(ours, ours_figures, peer, skipped: bool = False) -> dict:
     """The peer's figures, its speed relative to ours, and how often it translated as ours."""
     if peer is None:
-        return {"hf_marian_generate": "skipped: transformers is not installed"}
+        why = "--no-peer" if skipped else "transformers is not installed"
+        return {"hf_marian_generate": f"skipped: {why}"}
     tokens, figures = peer
     agree = sum(a.tokens == b for a, b in zip(ours, tokens, strict=True)) / len(ours)
     return {
@@ -150,6 +169,12 @@ def main() -> None:
         type=int,
         help="finished sentences leave the batch every N search steps (default: the device's)",
     )
+    parser.add_argument("--no-peer", action="store_true", help="skip HF generate()")
+    parser.add_argument(
+        "--cache-ab",
+        action="store_true",
+        help="also decode with decode.cache ancestry (ours is the gather cache): speed, same?",
+    )
     parser.add_argument(
         "--ab-against",
         metavar="REVISION",
@@ -179,7 +204,9 @@ def main() -> None:
         model, processor = model_and_subword(args, device, Path(workdir))
     sentences = [np.array(processor.encode(line)) for line in lines]
     settings = DecodeSettings(beam=args.beam, alpha=0.6, batch_tokens=args.batch_tokens)
-    peer_model = marian.marian_from_ours(model).eval() if marian.available() else None
+    peer_model = None
+    if marian.available() and not args.no_peer:
+        peer_model = marian.marian_from_ours(model).eval()
     (ours, ours_figures), peer = fastest_runs(model, peer_model, sentences, settings, args)
     ab_figures = {}
     if args.ab_against:
@@ -204,7 +231,8 @@ def main() -> None:
         "drop_every": args.drop_every or default_drop_every(device),
         "ours_cached": ours_figures,
         **naive_figures(model, sentences, settings, ours, ours_figures, args.no_naive),
-        **peer_figures(ours, ours_figures, peer),
+        **cache_figures(model, sentences, settings, ours, ours_figures, args),
+        **peer_figures(ours, ours_figures, peer, args.no_peer),
         **ab_figures,
     }
     benchlib.finish(record, benchlib.device_kind(device), args.save, args.out)

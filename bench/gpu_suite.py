@@ -376,10 +376,10 @@ def merge_train_record(path: Path, new: dict) -> None:
 
 
 def decode_run(args, deadline: float, preset: str, batch_tokens: int, naive: bool = False,
-               drop_every: int | None = None) -> str:  # fmt: skip
+               drop_every: int | None = None, cache_ab: bool = False) -> str:  # fmt: skip
     """One decode_speed.py run on all of newstest2014 (12 sentences at smoke size): ours, then
-    `generate()`, once each; `naive` adds the naive decoder and the profile. Appended to
-    decode_speed.json's runs as soon as it finishes."""
+    `generate()`, once each; `naive` adds the naive decoder and the profile, `cache_ab` ours
+    with the ancestry cache. Appended to decode_speed.json's runs as soon as it finishes."""
     source = data_file("newstest2014.en-de.en")
     record = args.out / "decode_speed.run.json"
     size = ["--sentences", "12", "--vocab", "1000"] if args.smoke else []
@@ -390,6 +390,7 @@ def decode_run(args, deadline: float, preset: str, batch_tokens: int, naive: boo
     if drop_every is not None:
         command += ["--drop-every", drop_every]
     command += ["--profile", args.out / "decode.prof.txt"] if naive else ["--no-naive"]
+    command += ["--cache-ab"] if cache_ab else []
     status = run_capped(command, deadline, args.out, part_env())
     if status == "done":
         path = args.out / "decode_speed.json"
@@ -417,7 +418,7 @@ def train_base_part(args, deadline: float) -> str:
 
 
 def decode_base_part(args, deadline: float) -> str:
-    return decode_run(args, deadline, "base", 16000)
+    return decode_run(args, deadline, "base", 16000, cache_ab=True)
 
 
 def train_big_part(args, deadline: float) -> str:
@@ -615,9 +616,9 @@ PART_CAPS_S = {
     "preflight": 35,
     "device": 20,
     "train_base": 75,
-    "decode_base": 90,  # 47 s on an H200 (2026-11-26), generate() 31 s of it
+    "decode_base": 100,  # 47 s on an H200, 81 s on an H100 (generate() 31 s, 56 s), + ancestry
     "train_big": 60,
-    "compile": 100,  # base compiling took over 50 s on an H200
+    "compile": 90,  # base compiling took over 100 s on an H200 and an H100: never finished
     "extras": None,
     "multi30k": None,
 }

@@ -442,6 +442,46 @@ def test_cached_decoding_equals_recomputing_the_prefix(positions):
         assert a.score == pytest.approx(b.score, abs=1e-5)
 
 
+@pytest.mark.parametrize("drop_every", [1, 3])
+@pytest.mark.parametrize("beam", [1, 4])
+def test_the_ancestry_cache_translates_as_recomputing_the_prefix(beam, drop_every):
+    """Keys and values left in their slots, attended through the ancestry table's mask, give
+    the prefix's own attention: the same outputs and scores as recomputing it, also across
+    the cache's growth past its first 16 positions and as sentences leave."""
+    model = random_model()
+    rng = np.random.default_rng(2)
+    sentences = [rng.integers(4, 40, size=n) for n in (3, 9, 5, 12, 1, 20)]
+    source, lengths = source_batch(sentences)
+    settings = DecodeSettings(beam=beam, alpha=0.6, max_length_offset=30)
+    ancestry = IncrementalDecoder(model, cache="ancestry")
+    fast = beam_search(ancestry, source, lengths, settings, drop_every=drop_every)
+    slow = beam_search(RecomputingDecoder(model), source, lengths, settings)
+    for a, b in zip(fast, slow, strict=True):
+        assert a.tokens == b.tokens
+        assert a.score == pytest.approx(b.score, abs=1e-5)
+    assert max(len(h.tokens) for h in fast) > 16 and ancestry.rows.capacity >= 32
+    assert len({len(h.tokens) for h in fast}) > 1  # sentences left at different steps
+
+
+def test_the_ancestry_cache_never_moves_a_key_while_no_sentence_leaves():
+    """Between growths, reordering the hypotheses rewrites only the ancestry table: the keys
+    and values stay in the same storage, where the gather layout makes a new copy each step."""
+    model = random_model()
+    source, lengths = source_batch([np.arange(4, 14)])
+    decoder = IncrementalDecoder(model, cache="ancestry")
+    decoder.start(source, 4)
+    prefix = torch.full((4, 1), 1)
+    storages = set()
+    for step in range(12):
+        decoder.log_probs(prefix)
+        storages.add(decoder.rows.keys_values[0][0].data_ptr())
+        decoder.keep(torch.tensor([1, 1, 3, 0]))  # hypotheses swap parents every step
+        prefix = torch.cat([prefix[[1, 1, 3, 0]], torch.full((4, 1), 5 + step)], dim=1)
+    assert len(storages) == 1 and decoder.rows.capacity == 16
+    with pytest.raises(ValueError, match="decode.cache must be one of gather, ancestry"):
+        IncrementalDecoder(model, cache="paged")
+
+
 def test_learned_positions_bound_the_output_and_the_source_padding():
     """A random model rarely ends a sentence: its outputs run to the offset, here past the table.
     max_positions 12 is not a multiple of 8, so padding the source to 16 would run past it too."""

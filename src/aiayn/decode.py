@@ -46,8 +46,8 @@ import torch
 import torch.nn.functional as F
 
 from aiayn.batching import round_up
-from aiayn.decode_settings import DecodeSettings
-from aiayn.incremental import decode_step, start_cache
+from aiayn.decode_settings import CACHES, DecodeSettings
+from aiayn.incremental import FixedRowCache, decode_step, decode_step_fixed, start_cache
 from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -257,34 +257,51 @@ class IncrementalDecoder:
     output's keys/values projected once per sentence and shared by its beams (never copied per
     beam, and only re-indexed when sentences leave the batch)."""
 
-    def __init__(self, model):
-        self.model = model
+    def __init__(self, model, cache: str = "gather"):
+        if cache not in CACHES:
+            raise ValueError(f"decode.cache must be one of {', '.join(CACHES)}, not {cache!r}")
+        self.model, self.layout = model, cache
 
     def start(self, source: torch.Tensor, beam: int) -> None:
         self.beam = beam
         self.memory_mask = self.model.source_mask(source)  # (B, 1, 1, S)
         self.cache = start_cache(self.model, self.model.encode(source))
         self.reorder = None
+        self.rows = None
+        if self.layout == "ancestry":
+            self.rows = FixedRowCache(len(self.model.decoder), source.size(0), beam, source.device)
 
     def log_probs(self, prefix: torch.Tensor) -> torch.Tensor:
-        position = prefix.size(1) - 1
-        logits = decode_step(
-            self.model, prefix[:, -1:], position, self.cache, self.memory_mask, self.reorder
-        )
+        position, last = prefix.size(1) - 1, prefix[:, -1:]
+        if self.rows is not None:
+            logits = decode_step_fixed(
+                self.model, last, position, self.cache, self.rows, self.memory_mask
+            )
+        else:
+            logits = decode_step(
+                self.model, last, position, self.cache, self.memory_mask, self.reorder
+            )
         self.reorder = None
         return F.log_softmax(logits.float(), dim=-1)
 
     def keep(self, rows: torch.Tensor) -> None:
         """Sentences that left drop their memory now; the kept hypotheses' cached keys/values
-        are gathered at the next step, in the same pass that appends the new position."""
+        are gathered at the next step, in the same pass that appends the new position (or,
+        with the ancestry cache, stay where they are while the ancestry table is reordered)."""
         sentences = rows[:: self.beam] // self.beam  # each block of beam rows is one sentence
-        if sentences.numel() != self.memory_mask.size(0):
+        dropped = sentences.numel() != self.memory_mask.size(0)
+        if dropped:
             self.memory_mask = self.memory_mask[sentences]
             for layer in self.cache:
                 layer["memory_k"], layer["memory_v"] = (
                     layer["memory_k"][sentences],
                     layer["memory_v"][sentences],
                 )
+        if self.rows is not None:
+            self.rows.reorder(
+                sentences if dropped else None, (rows % self.beam).view(-1, self.beam)
+            )
+            return
         self.reorder = rows if self.reorder is None else self.reorder[rows]
 
 

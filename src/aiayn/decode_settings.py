@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from aiayn.schema import defaults
 
 DEFAULTS = defaults("decode")  # schemas/config.schema.yaml
+# How the decoder keeps the self-attention keys/values of earlier positions (aiayn.incremental):
+# moved to each hypothesis's new row at every step, or left where computed (an ancestry table).
+CACHES = ("gather", "ancestry")
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,7 @@ class DecodeSettings:
     batch_tokens: int = DEFAULTS["batch_tokens"]  # source tokens (padded) per batch of sentences
     finalize: str = DEFAULTS["finalize"]  # which EOS finish a hypothesis: t2t (paper) or fairseq
     constrain: str = DEFAULTS["constrain"]  # parsing: "trees", or "lexicon" (trees, known tags)
+    cache: str = DEFAULTS["cache"]  # self-attention keys/values: "gather" or "ancestry"
 
     def __post_init__(self):
         if self.search not in ("beam", "greedy"):
@@ -32,6 +36,8 @@ class DecodeSettings:
             raise ValueError(
                 f"decode.constrain must be none, trees or lexicon, not {self.constrain!r}"
             )
+        if self.cache not in CACHES:
+            raise ValueError(f"decode.cache must be one of {', '.join(CACHES)}, not {self.cache!r}")
         if self.beam < 1 or self.batch_tokens < 1 or self.max_length_offset < 0:
             raise ValueError(
                 "decode.beam and decode.batch_tokens must be >= 1, max_length_offset >= 0"

@@ -62,6 +62,12 @@ def layer_step(layer: DecoderLayer, y, cache: dict, memory_mask, reorder=None):
     k, v = appended(cache.get("self_k"), k, reorder), appended(cache.get("self_v"), v, reorder)
     cache["self_k"], cache["self_v"] = k, v  # (R, h, t, d_k), (R, h, t, d_v)
     y = layer.residual_1(y, layer.self_attention.attend(y, k, v)[0])
+    return after_self_attention(layer, y, cache, memory_mask)
+
+
+def after_self_attention(layer: DecoderLayer, y, cache: dict, memory_mask):
+    """The rest of DecoderLayer.forward for one position: attention over the memory, then the
+    feed-forward network."""
     # A sentence's beams are its queries over its memory: (B, beams, d_model).
     beams = y.view(cache["memory_k"].size(0), -1, y.size(-1))
     attended = layer.encoder_attention.attend(
@@ -88,3 +94,98 @@ def appended(past, new, rows=None):
     torch.index_select(past, 0, rows, out=out[:, :, :-1])
     out[:, :, -1:] = new
     return out
+
+
+class FixedRowCache:
+    """Self-attention keys and values written once, in the beam slot that computed them, and
+    never moved (`decode.cache: ancestry`).
+
+    Beam search reorders its hypotheses at every step; `appended` follows by copying every
+    cached key and value to its new row, a copy that grows with the output (a quarter of a GPU's
+    decoding time, bench/results/decode_profile*-gpu.txt). Here an ancestry table (B, k, t) of
+    small integers says which of its sentence's k slots holds each earlier position of each
+    hypothesis: reordering copies that table, and self-attention lets each hypothesis attend
+    over all k slots of its sentence with a mask that keeps only its own ancestors. That costs
+    k times the attention scores of one hypothesis, where the keys are read once per sentence,
+    not once per hypothesis. Buffers grow by doubling along the positions; the only copy of
+    keys and values left is when finished sentences leave the batch.
+    """
+
+    def __init__(self, layers: int, sentences: int, beam: int, device):
+        self.beam, self.length, self.capacity = beam, 0, 16
+        # per layer, keys (B, h, capacity, k, d_k) and values (B, h, capacity, k, d_v), made at
+        # the first step in the dtype the projections give (bf16 under autocast)
+        self.keys_values = [[None, None] for _ in range(layers)]
+        self.ancestry = torch.empty(sentences, beam, self.capacity, dtype=torch.long, device=device)
+
+    def _empty(self, like: torch.Tensor, sentences: int) -> torch.Tensor:
+        h, d = like.size(1), like.size(-1)
+        return like.new_empty(sentences, h, self.capacity, self.beam, d)
+
+    def reorder(self, sentences: torch.Tensor | None, parents: torch.Tensor) -> None:
+        """parents (B', k): the slot each kept hypothesis continues, within its sentence;
+        sentences (B',): the sentences kept, or None when all stay."""
+        if sentences is not None:  # finished sentences leave: the one copy of keys/values
+            self.ancestry = self.ancestry[sentences]
+            self.keys_values = [
+                [None if kv is None else kv[sentences] for kv in layer]
+                for layer in self.keys_values
+            ]
+        if self.length == 0:
+            return
+        t = self.length
+        index = parents.unsqueeze(2).expand(-1, -1, t)  # (B', k, t)
+        self.ancestry[:, :, :t] = self.ancestry[:, :, :t].gather(1, index)
+
+    def grow(self) -> None:
+        """Room for the next position: the capacity doubles when it is full."""
+        if self.length < self.capacity:
+            return
+        self.capacity *= 2
+        sentences, length = self.ancestry.size(0), self.length
+        ancestry = self.ancestry.new_empty(sentences, self.beam, self.capacity)
+        ancestry[:, :, :length] = self.ancestry
+        self.ancestry = ancestry
+        for layer in self.keys_values:
+            for i, old in enumerate(layer):
+                layer[i] = self._empty(old, sentences)
+                layer[i][:, :, :length] = old
+
+    def mask(self) -> torch.Tensor:
+        """(B, 1, k, (t + 1) k): query j may see position s of slot i iff i is its ancestor at s.
+        Records the newest position (t) as each hypothesis's own slot first."""
+        t = self.length
+        slots = torch.arange(self.beam, device=self.ancestry.device)
+        self.ancestry[:, :, t] = slots
+        mine = self.ancestry[:, :, : t + 1].unsqueeze(-1) == slots  # (B, k, t + 1, k)
+        return mine.view(mine.size(0), 1, self.beam, -1)
+
+    def attend(self, layer: DecoderLayer, index: int, y: torch.Tensor, mask) -> torch.Tensor:
+        """Self-attention of the new position y (R, 1, d_model), R = B x k, over its ancestors."""
+        attention, t = layer.self_attention, self.length
+        new = attention.keys_values(y, y)  # (R, h, 1, d_k), (R, h, 1, d_v)
+        past, sentences = [], self.ancestry.size(0)
+        for i, fresh in enumerate(new):
+            if self.keys_values[index][i] is None:
+                self.keys_values[index][i] = self._empty(fresh, sentences)
+            buffer, h, d = self.keys_values[index][i], fresh.size(1), fresh.size(-1)
+            buffer[:, :, t] = fresh.view(sentences, self.beam, h, d).transpose(1, 2)
+            past.append(buffer[:, :, : t + 1].view(sentences, h, -1, d))  # (B, h, (t+1) k, d)
+        beams = y.view(-1, self.beam, y.size(-1))  # a sentence's hypotheses are its queries
+        return attention.attend(beams, *past, mask)[0].view_as(y)
+
+
+@sdpa_kernel(ATTENTION_BACKENDS)
+def decode_step_fixed(
+    model: Transformer, last_tokens, position: int, cache: list[dict], rows: FixedRowCache,
+    memory_mask,
+):  # fmt: skip
+    """decode_step with self-attention over a FixedRowCache (already reordered)."""
+    rows.grow()
+    mask = rows.mask()
+    y = model.embeddings(last_tokens, offset=position)  # (R, 1, d_model)
+    for index, (layer, layer_cache) in enumerate(zip(model.decoder, cache, strict=True)):
+        y = layer.residual_1(y, rows.attend(layer, index, y, mask))
+        y = after_self_attention(layer, y, layer_cache, memory_mask)
+    rows.length += 1
+    return output_logits(model, y[:, -1])  # (R, V)

@@ -105,7 +105,9 @@ def translate(
     limit = model.config.position_limit
     check_fits(lengths, limit, desc)
     batches = length_sorted_batches(lengths, max(settings.batch_tokens, int(lengths.max()) + 8))
-    stepper = IncrementalDecoder(model) if incremental else RecomputingDecoder(model)
+    stepper = (
+        IncrementalDecoder(model, settings.cache) if incremental else RecomputingDecoder(model)
+    )
     if settings.constrain != "none":
         if trees is None or (settings.constrain == "lexicon" and lexicon is None):
             raise ValueError(f"decode.constrain: {settings.constrain} needs trees (and lexicon)")
