@@ -18,7 +18,7 @@ case). Prints one JSON line; --save writes it under bench/results/.
     python bench/decode_speed.py --preset tiny --sentences 100     # CPU-sized
     python bench/decode_speed.py --profile decode.prof.txt         # and where the time goes
     python bench/decode_speed.py --no-naive --out run.json         # skip the slow baseline
-    python bench/decode_speed.py --cache-ab                        # also the ancestry cache
+    python bench/decode_speed.py --cache-ab --compile-ab           # also the other layout, compiled
     python bench/decode_speed.py --ab-against HEAD~1               # A/B: this code vs a revision's
     python bench/decode_speed.py --ab-commit C1 --ab-commit C2     # A/B: each commit vs its parent
 """
@@ -114,20 +114,24 @@ def naive_figures(model, sentences, settings, ours, ours_figures, skip: bool) ->
     }
 
 
-def cache_figures(model, sentences, settings, ours, ours_figures, args) -> dict:
-    """With --cache-ab, ours again with the ancestry cache (decode.cache), `--repeats` times:
-    its figures, its speed relative to the gather cache, and whether it translates the same."""
-    if not args.cache_ab:
-        return {}
-    ancestry = replace(settings, cache="ancestry")
-    runs = [run(model, sentences, ancestry, True, args.drop_every) for _ in range(args.repeats)]
-    hypotheses, figures = min(runs, key=lambda r: r[1]["seconds"])
-    same = sum(a.tokens == b.tokens for a, b in zip(ours, hypotheses, strict=True)) / len(ours)
-    return {
-        "ours_ancestry_cache": figures,
-        "ancestry_speedup": round(ours_figures["seconds"] / figures["seconds"], 2),
-        "ancestry_same_translations": round(same, 4),
-    }
+def variant_figures(model, sentences, settings, ours, ours_figures, args) -> dict:
+    """Ours again with one decode setting changed, `--repeats` times each: --cache-ab the
+    ancestry cache, --compile-ab the compiled step (its first run pays for compiling, so it
+    runs once more). Each one's fastest figures, its speed relative to ours, and whether it
+    translates the same."""
+    variants = {"ancestry": {"cache": "ancestry"}} if args.cache_ab else {}
+    variants |= {"compiled": {"compile": True}} if args.compile_ab else {}
+    record = {}
+    for name, change in variants.items():
+        variant = replace(settings, **change)
+        repeats = args.repeats + (name == "compiled")
+        runs = [run(model, sentences, variant, True, args.drop_every) for _ in range(repeats)]
+        hypotheses, figures = min(runs, key=lambda r: r[1]["seconds"])
+        same = sum(a.tokens == b.tokens for a, b in zip(ours, hypotheses, strict=True))
+        record[f"ours_{name}"] = figures
+        record[f"{name}_speedup"] = round(ours_figures["seconds"] / figures["seconds"], 2)
+        record[f"{name}_same_translations"] = round(same / len(ours), 4)
+    return record
 
 
 def peer_figures(ours, ours_figures, peer, skipped: bool = False) -> dict:
@@ -174,6 +178,11 @@ def main() -> None:
         "--cache-ab",
         action="store_true",
         help="also decode with decode.cache ancestry (ours is the gather cache): speed, same?",
+    )
+    parser.add_argument(
+        "--compile-ab",
+        action="store_true",
+        help="also decode with decode.compile (torch.compile of the step): speed, same?",
     )
     parser.add_argument(
         "--ab-against",
@@ -231,7 +240,7 @@ def main() -> None:
         "drop_every": args.drop_every or default_drop_every(device),
         "ours_cached": ours_figures,
         **naive_figures(model, sentences, settings, ours, ours_figures, args.no_naive),
-        **cache_figures(model, sentences, settings, ours, ours_figures, args),
+        **variant_figures(model, sentences, settings, ours, ours_figures, args),
         **peer_figures(ours, ours_figures, peer, args.no_peer),
         **ab_figures,
     }

@@ -17,12 +17,12 @@ the headline figures:
 - train_base: bench/train_throughput.py, base at the paper's step (25000 target tokens), ours
   then HF Marian, eager, MFU against the data sheet's and the measured peak;
 - decode_base: bench/decode_speed.py, base, all of newstest2014, beam 4, 16k source tokens a
-  batch, ours then generate();
+  batch, ours, ours with the ancestry cache, then generate();
 - train_big: the same as train_base for big (two micro-batches of 12500 tokens);
 - compile: base with train.compile (torch.compile);
-- extras, with whatever time is left: big compiled, the naive trainer and our step's profile,
-  the naive decoder and the decoder's profile, the decode sweep (big, 4k and 32k tokens,
-  finished sentences dropped at every step);
+- extras, with whatever time is left: the naive trainer and our step's profile, the loss, the
+  naive decoder and the decoder's profile, the compiled decoder step, big's naive trainer, big
+  compiled, the decode sweep (finished sentences dropped at every step, big, 4k and 32k tokens);
 - multi30k (not in the default call; for a later lend): configs/multi30k_gpu.yaml from scratch.
 If the install from .device/wheels fails, suite.log says so and the parts run on the machine's
 own packages. Each result is written under --out the moment it exists (train_throughput.py
@@ -376,10 +376,12 @@ def merge_train_record(path: Path, new: dict) -> None:
 
 
 def decode_run(args, deadline: float, preset: str, batch_tokens: int, naive: bool = False,
-               drop_every: int | None = None, cache_ab: bool = False) -> str:  # fmt: skip
+               drop_every: int | None = None, cache_ab: bool = False,
+               compile_ab: bool = False) -> str:  # fmt: skip
     """One decode_speed.py run on all of newstest2014 (12 sentences at smoke size): ours, then
     `generate()`, once each; `naive` adds the naive decoder and the profile, `cache_ab` ours
-    with the ancestry cache. Appended to decode_speed.json's runs as soon as it finishes."""
+    with the ancestry cache, `compile_ab` ours compiled. Appended to decode_speed.json's runs
+    as soon as it finishes."""
     source = data_file("newstest2014.en-de.en")
     record = args.out / "decode_speed.run.json"
     size = ["--sentences", "12", "--vocab", "1000"] if args.smoke else []
@@ -391,6 +393,7 @@ def decode_run(args, deadline: float, preset: str, batch_tokens: int, naive: boo
         command += ["--drop-every", drop_every]
     command += ["--profile", args.out / "decode.prof.txt"] if naive else ["--no-naive"]
     command += ["--cache-ab"] if cache_ab else []
+    command += ["--compile-ab"] if compile_ab else []
     status = run_capped(command, deadline, args.out, part_env())
     if status == "done":
         path = args.out / "decode_speed.json"
@@ -432,12 +435,14 @@ def compile_part(args, deadline: float) -> str:
 def extra_runs(args) -> list:
     """What the time left buys, most wanted first: the naive trainer beside ours and the
     profile of our step; the sliced loss against the whole one; the naive decoder with the
-    decoder's profile; big's naive trainer and profile; big compiled; the decode sweep
-    (dropping finished sentences at every step vs every few, big, 4k and 32k tokens)."""
+    decoder's profile; the compiled decoder step; big's naive trainer and profile; big
+    compiled; the decode sweep (dropping finished sentences at every step vs every few, big,
+    4k and 32k tokens)."""
     return [
         lambda deadline: train_run(args, deadline, "base", "naive", profile=True),
         lambda deadline: loss_run(args, deadline),
         lambda deadline: decode_run(args, deadline, "base", 16000, naive=True),
+        lambda deadline: decode_run(args, deadline, "base", 16000, compile_ab=True),
         lambda deadline: train_run(args, deadline, "big", "naive", profile=True),
         lambda deadline: train_run(args, deadline, "big", "ours_compiled"),
         lambda deadline: decode_run(args, deadline, "base", 16000, drop_every=1),
@@ -450,7 +455,7 @@ def extra_runs(args) -> list:
 # At smoke size (CI), the extras whose code paths no other part takes: the naive trainer and
 # our step's profile, the loss, the naive decoder and the decoder's profile, dropping at every
 # step.
-SMOKE_EXTRAS = (0, 1, 2, 5)
+SMOKE_EXTRAS = (0, 1, 2, 6)
 
 
 def extras_part(args, deadline: float) -> str:

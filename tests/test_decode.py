@@ -424,7 +424,8 @@ def test_a_wide_beam_finds_the_exhaustive_best(seed, alpha):
 
 def random_model(**overrides):
     torch.manual_seed(0)
-    config = build_config(40, "tiny", n_layers=2, d_model=32, d_ff=64, n_heads=4, **overrides)
+    sizes = {"n_layers": 2, "d_model": 32, "d_ff": 64, "n_heads": 4, **overrides}
+    config = build_config(40, "tiny", **sizes)
     return Transformer(config).eval()
 
 
@@ -480,6 +481,25 @@ def test_the_ancestry_cache_never_moves_a_key_while_no_sentence_leaves():
     assert len(storages) == 1 and decoder.rows.capacity == 16
     with pytest.raises(ValueError, match="decode.cache must be one of gather, ancestry"):
         IncrementalDecoder(model, cache="paged")
+
+
+def test_the_compiled_step_translates_as_the_eager_one():
+    """decode.compile: the step through torch.compile (dynamic shapes, a handful of graphs for
+    the first steps and the sizes of 1) gives the eager step's outputs and scores, also as
+    sentences leave the batch."""
+    model = random_model(n_layers=1)
+    rng = np.random.default_rng(3)
+    source, lengths = source_batch([rng.integers(4, 40, size=n) for n in (3, 8, 5)])
+    settings = DecodeSettings(beam=2, alpha=0.6, max_length_offset=8)
+    eager = beam_search(IncrementalDecoder(model), source, lengths, settings, drop_every=2)
+    compiled = IncrementalDecoder(model, compiled=True)
+    found = beam_search(compiled, source, lengths, settings, drop_every=2)
+    for a, b in zip(found, eager, strict=True):
+        assert a.tokens == b.tokens
+        assert a.score == pytest.approx(b.score, abs=1e-5)
+    assert compiled.decode_step is not decode_step and len({len(h.tokens) for h in eager}) > 1
+    with pytest.raises(ValueError, match="decode.compile works with decode.cache gather only"):
+        DecodeSettings(compile=True, cache="ancestry")
 
 
 def test_learned_positions_bound_the_output_and_the_source_padding():

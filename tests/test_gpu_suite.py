@@ -67,6 +67,7 @@ def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
     assert [run["repeats"] for run in decode] == [1, 1, 1]
     assert decode[0]["naive_recompute"] == "skipped: --no-naive"
     assert decode[0]["hf_marian_generate"]["seconds"] > 0
+    assert decode[0]["ancestry_same_translations"] == 1.0  # decode_base's cache A/B, in fp32
     assert decode[1]["same_translations"] == 1.0 and decode[1]["speedup"] > 0
     assert decode[2]["drop_every"] == 1
     assert "aten::" in (out / "decode.prof.txt").read_text()

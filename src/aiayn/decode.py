@@ -47,7 +47,13 @@ import torch.nn.functional as F
 
 from aiayn.batching import round_up
 from aiayn.decode_settings import CACHES, DecodeSettings
-from aiayn.incremental import FixedRowCache, decode_step, decode_step_fixed, start_cache
+from aiayn.incremental import (
+    FixedRowCache,
+    compiled_step,
+    decode_step,
+    decode_step_fixed,
+    start_cache,
+)
 from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -257,10 +263,16 @@ class IncrementalDecoder:
     output's keys/values projected once per sentence and shared by its beams (never copied per
     beam, and only re-indexed when sentences leave the batch)."""
 
-    def __init__(self, model, cache: str = "gather"):
+    def __init__(self, model, cache: str = "gather", compiled: bool = False):
         if cache not in CACHES:
             raise ValueError(f"decode.cache must be one of {', '.join(CACHES)}, not {cache!r}")
         self.model, self.layout = model, cache
+        if compiled and cache != "gather":
+            raise ValueError(
+                "decode.compile works with decode.cache gather only: the ancestry cache's "
+                "table grows in place, and each new length would compile a new graph"
+            )
+        self.decode_step = compiled_step() if compiled else decode_step
 
     def start(self, source: torch.Tensor, beam: int) -> None:
         self.beam = beam
@@ -272,13 +284,13 @@ class IncrementalDecoder:
             self.rows = FixedRowCache(len(self.model.decoder), source.size(0), beam, source.device)
 
     def log_probs(self, prefix: torch.Tensor) -> torch.Tensor:
-        position, last = prefix.size(1) - 1, prefix[:, -1:]
+        position, last = prefix.size(1) - 1, prefix[:, -1:].contiguous()
         if self.rows is not None:
             logits = decode_step_fixed(
                 self.model, last, position, self.cache, self.rows, self.memory_mask
             )
         else:
-            logits = decode_step(
+            logits = self.decode_step(
                 self.model, last, position, self.cache, self.memory_mask, self.reorder
             )
         self.reorder = None

@@ -26,6 +26,7 @@ class DecodeSettings:
     finalize: str = DEFAULTS["finalize"]  # which EOS finish a hypothesis: t2t (paper) or fairseq
     constrain: str = DEFAULTS["constrain"]  # parsing: "trees", or "lexicon" (trees, known tags)
     cache: str = DEFAULTS["cache"]  # self-attention keys/values: "gather" or "ancestry"
+    compile: bool = DEFAULTS["compile"]  # the decoder's step through torch.compile
 
     def __post_init__(self):
         if self.search not in ("beam", "greedy"):
@@ -38,6 +39,8 @@ class DecodeSettings:
             )
         if self.cache not in CACHES:
             raise ValueError(f"decode.cache must be one of {', '.join(CACHES)}, not {self.cache!r}")
+        if self.compile and self.cache != "gather":
+            raise ValueError("decode.compile works with decode.cache gather only")
         if self.beam < 1 or self.batch_tokens < 1 or self.max_length_offset < 0:
             raise ValueError(
                 "decode.beam and decode.batch_tokens must be >= 1, max_length_offset >= 0"

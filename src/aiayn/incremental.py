@@ -8,6 +8,8 @@ common.smk's code_version), so training, which does not import this, is not reru
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel
@@ -34,6 +36,12 @@ def decode_step(
 
     Equal to model.decode() on the whole prefix, but each step costs one position, not the prefix.
     """
+    return gather_step(model, last_tokens, position, cache, memory_mask, reorder)
+
+
+def gather_step(model, last_tokens, position, cache, memory_mask, reorder):
+    """decode_step's work, outside the attention-backend context (which compiled_steps enters
+    around the compiled function)."""
     y = model.embeddings(last_tokens, offset=position)  # (R, 1, d_model)
     for layer, layer_cache in zip(model.decoder, cache, strict=True):
         y = layer_step(layer, y, layer_cache, memory_mask, reorder)
@@ -88,8 +96,9 @@ def appended(past, new, rows=None):
         return new
     if rows is None:
         return torch.cat([past, new], dim=2)
-    if torch.is_grad_enabled() and (past.requires_grad or new.requires_grad):
-        return torch.cat([past[rows], new], dim=2)  # out= cannot record gradients
+    if torch.compiler.is_compiling() or past.requires_grad or new.requires_grad:
+        # out= records no gradients, and breaks a compiled graph (whose fusion saves the copy)
+        return torch.cat([past.index_select(0, rows), new], dim=2)
     out = new.new_empty(new.size(0), new.size(1), past.size(2) + 1, new.size(3))
     torch.index_select(past, 0, rows, out=out[:, :, :-1])
     out[:, :, -1:] = new
@@ -189,3 +198,19 @@ def decode_step_fixed(
         y = after_self_attention(layer, y, layer_cache, memory_mask)
     rows.length += 1
     return output_logits(model, y[:, -1])  # (R, V)
+
+
+# Graphs compiled for the step: the first step (nothing cached), the first reordered one, and
+# sizes of 1 (one sentence, one hypothesis left), which torch.compile specialises, each add one.
+RECOMPILE_LIMIT = 32
+
+
+@functools.cache
+def compiled_step():
+    """decode_step with its work through torch.compile (`decode.compile`), made once per
+    process. Shapes are dynamic (the batch shrinks as sentences finish, the prefix grows every
+    step), so a few graphs serve every step of every batch."""
+    torch._dynamo.config.recompile_limit = max(
+        torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT
+    )
+    return sdpa_kernel(ATTENTION_BACKENDS)(torch.compile(gather_step, dynamic=True))

@@ -106,7 +106,9 @@ def translate(
     check_fits(lengths, limit, desc)
     batches = length_sorted_batches(lengths, max(settings.batch_tokens, int(lengths.max()) + 8))
     stepper = (
-        IncrementalDecoder(model, settings.cache) if incremental else RecomputingDecoder(model)
+        IncrementalDecoder(model, settings.cache, settings.compile)
+        if incremental
+        else RecomputingDecoder(model)
     )
     if settings.constrain != "none":
         if trees is None or (settings.constrain == "lexicon" and lexicon is None):
