@@ -40,7 +40,7 @@ def decode_step(
 
 
 def gather_step(model, last_tokens, position, cache, memory_mask, reorder):
-    """decode_step's work, outside the attention-backend context (which compiled_steps enters
+    """decode_step's work, outside the attention-backend context (which compiled_step enters
     around the compiled function)."""
     y = model.embeddings(last_tokens, offset=position)  # (R, 1, d_model)
     for layer, layer_cache in zip(model.decoder, cache, strict=True):
