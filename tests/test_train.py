@@ -992,12 +992,14 @@ def test_deepspeed_never_waits_for_the_device_to_time_a_step():
 
 def test_a_lone_process_handed_a_busy_port_picks_another():
     """Trainings started together can be handed the same free port; the one that finds it
-    taken (EADDRINUSE) tries another instead of failing."""
+    taken (EADDRINUSE) tries another instead of failing. A MASTER_PORT it inherited (here the
+    busy one) is not a launcher's: it is not trusted either."""
     script = (
         "import os, socket\n"
         "import aiayn.engine as engine\n"
         "busy = socket.socket(); busy.bind(('127.0.0.1', 0)); busy.listen()\n"
         "taken = busy.getsockname()[1]\n"
+        "os.environ['MASTER_PORT'] = str(taken)\n"
         "handed = iter([taken])\n"
         "free = engine.free_port\n"
         "engine.free_port = lambda: next(handed, None) or free()\n"

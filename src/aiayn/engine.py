@@ -42,7 +42,11 @@ def init_process() -> tuple[int, int, torch.device]:
         ("MASTER_ADDR", "127.0.0.1"),
     ):
         os.environ.setdefault(key, value)
-    launched = "MASTER_PORT" in os.environ  # by torchrun or srun: their port, as given
+    # torchrun (also as srun starts it, aiayn.launch) or another launcher of several processes:
+    # their port, as given. A lone process picks its own, whatever MASTER_PORT it inherited (a
+    # shell's, or one an earlier in-process start left): two trainings that Snakemake runs side
+    # by side would otherwise both listen on it (CI saw EADDRINUSE so).
+    launched = "TORCHELASTIC_RUN_ID" in os.environ or int(os.environ["WORLD_SIZE"]) > 1
     os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
     clear_stale_build_locks()
     import deepspeed
