@@ -22,19 +22,19 @@ def learning_rate():
     return figures.learning_rate(schedules)
 
 
-def loss_curves():
-    logs = {
+def train_logs() -> dict[str, Path]:
+    """Each experiment's train.jsonl, beside the train.json the rule reads."""
+    return {
         spec["name"]: Path(path).with_name(paths.TRAIN_LOG)
         for spec, path in zip(snakemake.params.experiments, snakemake.input.summaries, strict=True)
     }
-    return figures.loss_curves(logs)
+
+
+def loss_curves():
+    return figures.loss_curves(train_logs())
 
 
 def parse_curves():
-    logs = {
-        spec["name"]: Path(path).with_name(paths.TRAIN_LOG)
-        for spec, path in zip(snakemake.params.experiments, snakemake.input.summaries, strict=True)
-    }
     baselines = {}
     for path in snakemake.input.baselines:
         record = json.loads(Path(path).read_text())
@@ -42,7 +42,7 @@ def parse_curves():
         baselines[label] = {
             name: scores["all"]["f1"] for name, scores in record["baselines"].items()
         }
-    return figures.parse_curves(logs, baselines)
+    return figures.parse_curves(train_logs(), baselines)
 
 
 def averaging():

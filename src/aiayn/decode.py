@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from aiayn.batching import round_up
-from aiayn.decode_settings import CACHES, DecodeSettings
+from aiayn.decode_settings import DecodeSettings, check_decoder
 from aiayn.incremental import (
     FixedRowCache,
     compiled_step,
@@ -264,14 +264,8 @@ class IncrementalDecoder:
     beam, and only re-indexed when sentences leave the batch)."""
 
     def __init__(self, model, cache: str = "gather", compiled: bool = False):
-        if cache not in CACHES:
-            raise ValueError(f"decode.cache must be one of {', '.join(CACHES)}, not {cache!r}")
+        check_decoder(cache, compiled)
         self.model, self.layout = model, cache
-        if compiled and cache != "gather":
-            raise ValueError(
-                "decode.compile works with decode.cache gather only: the ancestry cache's "
-                "table grows in place, and each new length would compile a new graph"
-            )
         self.decode_step = compiled_step() if compiled else decode_step
 
     def start(self, source: torch.Tensor, beam: int) -> None:

@@ -37,10 +37,7 @@ class DecodeSettings:
             raise ValueError(
                 f"decode.constrain must be none, trees or lexicon, not {self.constrain!r}"
             )
-        if self.cache not in CACHES:
-            raise ValueError(f"decode.cache must be one of {', '.join(CACHES)}, not {self.cache!r}")
-        if self.compile and self.cache != "gather":
-            raise ValueError("decode.compile works with decode.cache gather only")
+        check_decoder(self.cache, self.compile)
         if self.beam < 1 or self.batch_tokens < 1 or self.max_length_offset < 0:
             raise ValueError(
                 "decode.beam and decode.batch_tokens must be >= 1, max_length_offset >= 0"
@@ -49,3 +46,15 @@ class DecodeSettings:
     @property
     def beam_size(self) -> int:
         return 1 if self.search == "greedy" else self.beam
+
+
+def check_decoder(cache: str, compile: bool) -> None:
+    """decode.cache and decode.compile, checked where settings are read and where a decoder
+    is built from them."""
+    if cache not in CACHES:
+        raise ValueError(f"decode.cache must be one of {', '.join(CACHES)}, not {cache!r}")
+    if compile and cache != "gather":
+        raise ValueError(
+            "decode.compile works with decode.cache gather only: the ancestry cache's table "
+            "grows in place, and each new length would compile a new graph"
+        )

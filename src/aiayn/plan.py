@@ -317,7 +317,7 @@ class Plan:
             return [
                 n
                 for n in self.parsing_experiments()
-                if self.trainer_spec(n)["train"]["dev_parse_sentences"]
+                if self.experiment_entry(n)["train"]["dev_parse_sentences"]
             ]
         return self.parsing_experiments() if name == "table4" else self.translation_experiments()
 
