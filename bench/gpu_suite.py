@@ -14,15 +14,17 @@ the headline figures:
 - preflight: the packages, one bf16 step of our trainer, one batch of our beam search and of
   generate(); what fails is recorded and the parts still run;
 - device: name, memory, torch/CUDA versions, measured bf16, TF32 and fp32 matmul rates;
-- train_base: bench/train_throughput.py, base at the paper's step (25000 target tokens), ours
-  then HF Marian, eager, MFU against the data sheet's and the measured peak;
+- train_base: bench/train_throughput.py, base at the paper's step (25000 target tokens), ours,
+  ours with the compiled loss (the A/B), then HF Marian, eager, MFU against the data sheet's and
+  the measured peak;
 - decode_base: bench/decode_speed.py, base, all of newstest2014, beam 4, 16k source tokens a
   batch, ours, ours with the ancestry cache, then generate();
 - train_big: the same as train_base for big (two micro-batches of 12500 tokens);
 - compile: base with train.compile (torch.compile);
-- extras, with whatever time is left: the naive trainer and our step's profile, the loss, the
-  naive decoder and the decoder's profile, the compiled decoder step, big's naive trainer, big
-  compiled, the decode sweep (finished sentences dropped at every step, big, 4k and 32k tokens);
+- extras (EXTRAS, by name; --extras picks some), with whatever time is left: our step's
+  profile, the loss kernels, the naive trainer, the naive decoder and the decoder's profile, the
+  compiled decoder step, big's naive trainer, big compiled, the optimizer path's A/B (bf16
+  autocast), the decode sweep (finished sentences dropped at every step, big, 4k and 32k tokens);
 - multi30k (not in the default call; for a later lend): configs/multi30k_gpu.yaml from scratch.
 If the install from .device/wheels fails, suite.log says so and the parts run on the machine's
 own packages. Each result is written under --out the moment it exists (train_throughput.py
@@ -335,21 +337,23 @@ SMOKE_TRAIN_SIZES = {"base": [*SMOKE_TRAIN, "--batch-tokens", "1000"],
                      "big": [*SMOKE_TRAIN, "--batch-tokens", "500"]}  # fmt: skip
 
 
-def train_run(args, deadline: float, preset: str, trainers: str, profile: bool = False) -> str:
-    """One train_throughput.py run of some trainers on one preset, one round each. The script
-    rewrites its record after every trainer; what it holds is merged into
-    train_throughput.json by preset, also when the cap cut the run."""
+def train_run(
+    args, deadline: float, preset: str, trainers: str | None, profile: bool = False
+) -> str:
+    """One train_throughput.py run of some trainers on one preset, one round each (none: the
+    profile only). The script rewrites its record after every trainer; what it holds is merged
+    into train_throughput.json by preset, also when the cap cut the run."""
     device = args.out / "device.json"
     peak = json.loads(device.read_text()).get("bf16_tflops") if device.exists() else None
     record = args.out / "train_throughput.run.json"
     sizes = (SMOKE_TRAIN_SIZES if args.smoke else TRAIN_SIZES)[preset]
-    command = python("train_throughput.py", *sizes, "--trainers", trainers, "--rounds", "1",
-                     "--out", record)  # fmt: skip
+    command = python("train_throughput.py", *sizes, "--rounds", "1", "--out", record)
+    command += ["--trainers", trainers] if trainers else ["--profile-only"]
     if peak:
         command += ["--measured-peak-tflops", peak]
     run_profile = args.out / "train.prof.run.txt"
-    if profile:
-        command += ["--profile", run_profile]
+    if profile:  # of the step with the compiled loss: the sliced one's is in bench/results
+        command += ["--profile", run_profile, "--profile-loss-kernel", "compiled"]
     status = run_capped(command, deadline, args.out, part_env())
     if run_profile.exists():  # train.prof.txt: the presets' tables so far
         with open(args.out / "train.prof.txt", "a", encoding="utf-8") as handle:
@@ -393,7 +397,7 @@ def decode_run(args, deadline: float, preset: str, batch_tokens: int, naive: boo
         command += ["--drop-every", drop_every]
     command += ["--profile", args.out / "decode.prof.txt"] if naive else ["--no-naive"]
     command += ["--cache-ab"] if cache_ab else []
-    command += ["--compile-ab"] if compile_ab else []
+    command += ["--compile-ab", "--no-peer"] if compile_ab else []  # generate(): decode_base's
     status = run_capped(command, deadline, args.out, part_env())
     if status == "done":
         path = args.out / "decode_speed.json"
@@ -403,7 +407,10 @@ def decode_run(args, deadline: float, preset: str, batch_tokens: int, naive: boo
     return status
 
 
-HEADLINE_TRAINERS = "ours,ours_autocast,hf"  # ours, its A/B (bf16 autocast), HF Marian
+# ours; its A/B, the loss through torch.compile's fused kernels (train.loss_kernel: compiled),
+# which the profile named as the step's lever; HF Marian. The optimizer path's A/B (bf16
+# autocast and torch's fused Adam) lost three calls of three (0.85-0.88x) and is an extra now.
+HEADLINE_TRAINERS = "ours,ours_compiled_loss,hf"
 
 
 def loss_run(args, deadline: float) -> str:
@@ -432,37 +439,48 @@ def compile_part(args, deadline: float) -> str:
     return train_run(args, deadline, "base", "ours_compiled")
 
 
-def extra_runs(args) -> list:
-    """What the time left buys, most wanted first: the naive trainer beside ours and the
-    profile of our step; the sliced loss against the whole one; the naive decoder with the
-    decoder's profile; the compiled decoder step; big's naive trainer and profile; big
-    compiled; the decode sweep (dropping finished sentences at every step vs every few, big,
-    4k and 32k tokens)."""
-    return [
-        lambda deadline: train_run(args, deadline, "base", "naive", profile=True),
-        lambda deadline: loss_run(args, deadline),
-        lambda deadline: decode_run(args, deadline, "base", 16000, naive=True),
-        lambda deadline: decode_run(args, deadline, "base", 16000, compile_ab=True),
-        lambda deadline: train_run(args, deadline, "big", "naive", profile=True),
-        lambda deadline: train_run(args, deadline, "big", "ours_compiled"),
-        lambda deadline: decode_run(args, deadline, "base", 16000, drop_every=1),
-        lambda deadline: decode_run(args, deadline, "big", 16000),
-        lambda deadline: decode_run(args, deadline, "base", 4000),
-        lambda deadline: decode_run(args, deadline, "base", 32000),
-    ]
+def extra_runs(args) -> dict:
+    """What the time left buys, by name, most wanted first: the profile of our step; the loss
+    kernels against the whole log-softmax; the naive trainer beside ours; the naive decoder with
+    the decoder's profile; the compiled decoder step; big's naive trainer and profile; big
+    compiled; the optimizer path's A/B; the decode sweep (dropping finished sentences at every
+    step vs every few, big, 4k and 32k tokens)."""
+    return {
+        "train_profile": lambda deadline: train_run(args, deadline, "base", None, profile=True),
+        "loss": lambda deadline: loss_run(args, deadline),
+        "naive_trainer": lambda deadline: train_run(args, deadline, "base", "naive"),
+        "decode_profile": lambda deadline: decode_run(args, deadline, "base", 16000, naive=True),
+        "decode_compiled": lambda deadline: decode_run(
+            args, deadline, "base", 16000, compile_ab=True
+        ),
+        "big_profile": lambda deadline: train_run(args, deadline, "big", "naive", profile=True),
+        "big_compiled": lambda deadline: train_run(args, deadline, "big", "ours_compiled"),
+        "autocast": lambda deadline: train_run(args, deadline, "base", "ours_autocast"),
+        "decode_drop_every_step": lambda deadline: decode_run(
+            args, deadline, "base", 16000, drop_every=1
+        ),
+        "decode_big": lambda deadline: decode_run(args, deadline, "big", 16000),
+        "decode_4k": lambda deadline: decode_run(args, deadline, "base", 4000),
+        "decode_32k": lambda deadline: decode_run(args, deadline, "base", 32000),
+    }
 
 
-# At smoke size (CI), the extras whose code paths no other part takes: the naive trainer and
-# our step's profile, the loss, the naive decoder and the decoder's profile, dropping at every
-# step.
-SMOKE_EXTRAS = (0, 1, 2, 6)
+EXTRAS = tuple(extra_runs(None))
+# At smoke size (CI), the extras whose code paths no other part takes.
+SMOKE_EXTRAS = (
+    "train_profile",
+    "loss",
+    "naive_trainer",
+    "decode_profile",
+    "autocast",
+    "decode_drop_every_step",
+)
 
 
 def extras_part(args, deadline: float) -> str:
-    extras = extra_runs(args)
-    if args.smoke:
-        extras = [extras[index] for index in SMOKE_EXTRAS]
-    return summary([extra(deadline) for extra in extras])
+    runs = extra_runs(args)
+    names = args.extras or (SMOKE_EXTRAS if args.smoke else EXTRAS)
+    return summary([runs[name](deadline) for name in names])
 
 
 def preflight_part(args, deadline: float) -> str:
@@ -867,6 +885,11 @@ def main() -> None:
     running = commands.add_parser("run", help="on the device: install, then the parts")
     running.add_argument("--out", type=Path, required=True, help="$OUT on the device")
     parts = benchlib.comma_list(PARTS, "parts")
+    running.add_argument(
+        "--extras",
+        type=benchlib.comma_list(EXTRAS, "extras"),
+        help=f"which extras, in this order (default: all: {','.join(EXTRAS)})",
+    )
     running.add_argument("--parts", type=parts, default=list(ONE_CALL),
                          help=f"some of {','.join(PARTS)} (default: all but multi30k)")  # fmt: skip
     running.add_argument("--budget", type=float, default=CALL_BUDGET_S, help="seconds in all")

@@ -18,6 +18,7 @@ JSON line; --save writes it under bench/results/.
     python bench/train_throughput.py --presets tiny --tokens 2000 --steps 3   # CPU-sized
     python bench/train_throughput.py --compile   # also ours with train.compile (torch.compile)
     python bench/train_throughput.py --profile train.prof.txt   # and where our step's time goes
+    python bench/train_throughput.py --trainers ours,ours_compiled_loss   # the loss kernels' A/B
     python bench/train_throughput.py --presets base --trainers ours,hf --rounds 1   # some only
 """
 
@@ -41,7 +42,7 @@ from aiayn.batching import collate, step_plan, token_batches
 from aiayn.binarize import write_indexed
 from aiayn.flops import training_flops
 from aiayn.loader import BatchStream
-from aiayn.loss import label_smoothed_loss
+from aiayn.loss import LOSS_KERNELS, label_smoothed_loss
 from aiayn.model import Transformer, sinusoidal_positions
 from aiayn.model_config import build_config
 from aiayn.train import Trainer
@@ -73,7 +74,9 @@ def flops_per_step(config, batches) -> float:
     return total
 
 
-def bench_settings(args, compile: bool = False, precision: str = "auto") -> TrainSettings:
+def bench_settings(
+    args, compile: bool = False, precision: str = "auto", loss_kernel: str = "sliced"
+) -> TrainSettings:
     """The trainer's settings (seed, padding, ...) at the bench's batch size."""
     return TrainSettings(
         tokens_per_step=args.tokens,
@@ -81,6 +84,7 @@ def bench_settings(args, compile: bool = False, precision: str = "auto") -> Trai
         checkpoint_every_minutes=None,
         compile=compile,
         precision=precision,
+        loss_kernel=loss_kernel,
     )
 
 
@@ -117,14 +121,22 @@ def binarized(corpus, vocab: int, folder: Path) -> tuple[str, str]:
 
 
 def ours(
-    config, corpus, args, device, compile=False, precision="auto", profile_to: Path | None = None
+    config,
+    corpus,
+    args,
+    device,
+    compile=False,
+    precision="auto",
+    loss_kernel="sliced",
+    profile_to: Path | None = None,
 ):
     """The trainer's own step (no checkpoints, no evaluation) on the corpus; with `compile`,
-    as `train.compile: true` runs it (the warm-up steps pay for compiling). With `profile_to`,
-    the timed steps run under torch.profiler instead, and its table is appended there."""
+    as `train.compile: true` runs it (the warm-up steps pay for compiling), and likewise
+    `loss_kernel`. With `profile_to`, the timed steps run under torch.profiler instead, and its
+    table is appended there."""
     with tempfile.TemporaryDirectory() as folder:
         data = binarized(corpus, config.vocab_size, Path(folder))
-        settings = bench_settings(args, compile, precision)
+        settings = bench_settings(args, compile, precision, loss_kernel)
         experiment = Experiment("bench", Path(folder) / "run", data, data, config, settings)
         trainer = Trainer(experiment)
 
@@ -259,6 +271,8 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
     "hf": ("hf_marian", hugging_face),
     "naive": ("naive_fp32_nn_transformer", naive),
     "ours_compiled": ("ours_compiled", functools.partial(ours, compile=True)),
+    # A/B of the loss: train.loss_kernel compiled, two fused kernels instead of the eager slices
+    "ours_compiled_loss": ("ours_compiled_loss", functools.partial(ours, loss_kernel="compiled")),
     # A/B of the optimizer path: fp32 weights, bf16 autocast, torch's fused Adam in one kernel
     "ours_autocast": ("ours_bf16_autocast", functools.partial(ours, precision="bf16-autocast")),
 }
@@ -293,7 +307,7 @@ def measure_preset(preset: str, corpus, args, device, peak, write) -> dict:
     }
     args.rows.append(row)
     best: dict[str, float] = {}
-    for name in rounds_of(args.trainers, args.rounds):
+    for name in rounds_of([] if args.profile_only else args.trainers, args.rounds):
         key, trainer = TRAINERS[name]
         torch.manual_seed(0)
         result = trainer(config, corpus, args, device)
@@ -313,7 +327,14 @@ def measure_preset(preset: str, corpus, args, device, peak, write) -> dict:
         write()
     if args.profile:
         torch.manual_seed(0)
-        ours(config, corpus, args, device, profile_to=args.profile)
+        ours(
+            config,
+            corpus,
+            args,
+            device,
+            loss_kernel=args.profile_loss_kernel,
+            profile_to=args.profile,
+        )
     return row
 
 
@@ -353,7 +374,15 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=Path, help="also write a torch.profiler table of our step per preset"
     )
+    parser.add_argument(
+        "--profile-loss-kernel", choices=LOSS_KERNELS, default="sliced", help="of the profiled step"
+    )
+    parser.add_argument(
+        "--profile-only", action="store_true", help="with --profile: no trainer is timed"
+    )
     args = parser.parse_args()
+    if args.profile_only and not args.profile:
+        parser.error("--profile-only needs --profile FILE")
     if args.profile:
         args.profile.write_text("")
 

@@ -59,6 +59,7 @@ def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
 
     loss = json.loads((out / "loss_speed.json").read_text())
     assert loss["same_loss"] and loss["same_gradient"] and loss["speedup"] > 0
+    assert loss["compiled_same_loss"] and loss["compiled_same_gradient"]
     device = json.loads((out / "device.json").read_text())
     assert device["bf16_tflops"] > 0 and device["fp32_tflops"] > 0 and device["torch"]
     # decode_base first (ours and generate(), no naive), then the extras' naive and drop-every
@@ -84,7 +85,9 @@ def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
     assert naive > 0 and row["speedup"] == pytest.approx(ours / naive, abs=0.01)
     peer = row["hf_marian"]["target_tokens_per_s"]
     assert peer > 0 and row["speedup_vs_hf"] == pytest.approx(ours / peer, abs=0.01)
-    autocast = row["ours_bf16_autocast"]  # the optimizer path's A/B
+    fused = row["ours_compiled_loss"]["target_tokens_per_s"]  # the loss kernels' A/B
+    assert row["compiled_loss_speedup"] == pytest.approx(fused / ours, abs=0.01)
+    autocast = row["ours_bf16_autocast"]  # the optimizer path's A/B, an extra
     assert autocast["precision"] == "bf16-autocast" and row["ours"]["precision"] == "fp32"
     ratio = autocast["target_tokens_per_s"] / ours
     assert row["autocast_speedup"] == pytest.approx(ratio, abs=0.01)
@@ -149,6 +152,16 @@ def test_one_call_takes_the_headline_figures_first_and_its_caps_fit_its_budget()
     assert sum(caps[:-1]) <= gpu_suite.CALL_BUDGET_S <= 450
     assert gpu_suite.PART_CAPS_S["device"] <= 25
     assert gpu_suite.CALL_BUDGET_S < gpu_suite.CALL_TIMEOUT_S <= 600  # the device's limit
+
+
+def test_the_extras_are_picked_by_name():
+    """The smoke run's extras and a call's --extras name them, so that a new extra moves no
+    other; an unknown name is refused before anything runs."""
+    assert set(gpu_suite.SMOKE_EXTRAS) <= set(gpu_suite.EXTRAS)
+    assert gpu_suite.EXTRAS[:2] == ("train_profile", "loss")  # most wanted first
+    result = suite("run", "--out", "unused", "--extras", "loss,no_such_extra")
+    assert result.returncode == 2 and "no_such_extra" in result.stderr
+    assert "decode_compiled" in result.stderr  # the message lists the names there are
 
 
 def test_a_failed_install_is_logged_and_the_parts_run_on_what_is_there(tmp_path):
@@ -220,7 +233,7 @@ def test_a_bare_environment_installs_the_pack_with_no_index_and_takes_the_headli
             "sentencepiece", "sacrebleu")} == {name: pins[name] for name in ("deepspeed",
             "transformers", "sentencepiece", "sacrebleu")}  # fmt: skip
     (row,) = json.loads((out / "train_throughput.json").read_text())["results"]
-    assert {"ours", "ours_bf16_autocast", "hf_marian"} <= set(row)
+    assert {"ours", "ours_compiled_loss", "hf_marian"} <= set(row)
     decode = json.loads((out / "decode_speed.json").read_text())["runs"]
     assert len(decode) == 1 and decode[0]["ours_cached"]["seconds"] > 0
 

@@ -73,11 +73,13 @@ def reference_smoothed_loss(logits, target, epsilon, pad_id=0):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("rows", [1, 7, 1000])
-def test_the_sliced_loss_has_the_whole_batch_loss_and_gradients(dtype, rows):
-    """Slice by slice, forward and backward, the loss and the logits' gradient are those of one
-    fp32 log-softmax over the whole batch (to fp32 rounding), for both outputs' gradients,
-    with padding, and in the logits' own dtype."""
+@pytest.mark.parametrize(
+    "kernel, rows", [("sliced", 1), ("sliced", 7), ("sliced", 1000), ("compiled", 1000)]
+)
+def test_the_sliced_loss_has_the_whole_batch_loss_and_gradients(dtype, kernel, rows):
+    """Slice by slice, or in torch.compile's fused kernels, forward and backward, the loss and
+    the logits' gradient are those of one fp32 log-softmax over the whole batch (to fp32
+    rounding), for both outputs' gradients, with padding, and in the logits' own dtype."""
     from aiayn.loss import SmoothedCrossEntropy
 
     generator = torch.Generator().manual_seed(3)
@@ -87,7 +89,7 @@ def test_the_sliced_loss_has_the_whole_batch_loss_and_gradients(dtype, rows):
     target[2, 2:] = 0
     weights = torch.tensor(0.7), torch.tensor(-1.3)  # d(0.7 loss - 1.3 nll): both paths count
     ours = logits.clone().requires_grad_()
-    loss, nll = SmoothedCrossEntropy.apply(ours.view(-1, 53), target.view(-1), 0.1, 0, rows)
+    loss, nll = SmoothedCrossEntropy.apply(ours.view(-1, 53), target.view(-1), 0.1, 0, rows, kernel)
     (weights[0] * loss + weights[1] * nll).backward()
     theirs = logits.clone().requires_grad_()
     expected_loss, expected_nll = reference_smoothed_loss(theirs, target, 0.1)
@@ -111,6 +113,13 @@ def test_the_loss_is_sliced_to_a_bounded_fp32_size(monkeypatch):
     monkeypatch.setattr(aiayn.loss, "SLICE_ELEMENTS", 40 * 5)  # 5 rows a slice, 8 slices
     sliced = label_smoothed_loss(logits, target, 0.1, pad_id=0)
     assert [t.item() for t in sliced] == pytest.approx([t.item() for t in whole], rel=1e-6)
+
+
+def test_an_unknown_loss_kernel_is_refused_by_name():
+    with pytest.raises(ValueError, match="'fused' is not one of sliced, compiled"):
+        label_smoothed_loss(
+            torch.zeros(2, 3, 5), torch.ones(2, 3, dtype=torch.long), 0.1, 0, "fused"
+        )
 
 
 @pytest.mark.parametrize("pad_to", [1, 8])
@@ -535,31 +544,41 @@ def test_a_diverging_run_stops_with_advice_and_keeps_its_last_good_checkpoint(tm
     assert not (run_dir / "train.json").exists()
 
 
-def test_a_compiled_model_trains_like_the_eager_one(tmp_path, copy_data):
-    """train.compile runs the model through torch.compile (inductor) inside DeepSpeed. Without
-    dropout, whose random numbers inductor draws differently, it computes what eager does."""
+VARIANTS = {  # a training's settings beside the eager one's: the same maths, other kernels
+    "eager": {},
+    "compiled_model": {"compile": True},
+    "compiled_loss": {"loss_kernel": "compiled"},
+}
+
+
+def test_a_compiled_model_or_loss_trains_like_the_eager_one(tmp_path, copy_data):
+    """train.compile runs the model through torch.compile (inductor) inside DeepSpeed; train.
+    loss_kernel: compiled, the loss. Without dropout, whose random numbers inductor draws
+    differently, each computes what eager does."""
     logs = {}
-    for compiled in (False, True):
-        spec = experiment(tmp_path / f"compiled_{compiled}.json", copy_data, compile=compiled)
+    for name, settings in VARIANTS.items():
+        spec = experiment(tmp_path / f"{name}.json", copy_data, **settings)
         resolved = json.loads(spec.read_text())
         resolved["model"]["dropout"] = 0.0
         spec.write_text(json.dumps(resolved))
         summary = train(spec)
         jsonl = (spec.parent / spec.stem / "train.jsonl").read_text().splitlines()
-        logs[compiled] = [json.loads(line) for line in jsonl]
+        logs[name] = [json.loads(line) for line in jsonl]
         assert summary["steps"] == 12
+        compiled_model = settings.get("compile", False)
         assert (
             (summary["compiled_graphs"] or 0) > 0
-            if compiled
+            if compiled_model
             else summary["compiled_graphs"] is None
         )
-    for eager, compiled in zip(logs[False], logs[True], strict=True):
-        assert eager.keys() == compiled.keys() and eager["step"] == compiled["step"]
-        for key in ("loss", "dev_loss"):
-            if key in eager:
-                assert compiled[key] == pytest.approx(eager[key], rel=1e-4), (key, eager["step"])
-    first, last = logs[True][0]["loss"], logs[True][-2]["loss"]
-    assert last < first  # and it learns
+    for name in ("compiled_model", "compiled_loss"):
+        for eager, other in zip(logs["eager"], logs[name], strict=True):
+            assert eager.keys() == other.keys() and eager["step"] == other["step"]
+            for key in ("loss", "dev_loss"):
+                if key in eager:
+                    assert other[key] == pytest.approx(eager[key], rel=1e-4), (name, key)
+        first, last = logs[name][0]["loss"], logs[name][-2]["loss"]
+        assert last < first  # and it learns
 
 
 NON_FINITE_STEP = """

@@ -4,9 +4,16 @@ Computed in fp32 a slice of rows at a time, forward and backward (SmoothedCrossE
 fp32 memory stays one slice of (rows, vocabulary), 512 MiB, however large the batch: at the
 paper's step (25000 target tokens, a 37000-token vocabulary) a whole fp32 log-softmax would take
 3.7 GB, and as much again for its gradient, beside the logits themselves.
+
+With `kernel="compiled"` (train.loss_kernel) the same arithmetic runs through torch.compile as
+two fused kernels, one reading the logits for the forward terms and one writing the gradient,
+with no fp32 copy in memory at all: eager, each slice still takes some ten passes over the
+logits, and on a GPU those passes, not the matrix products, were a third of the base step.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -15,16 +22,24 @@ from aiayn.vocab import PAD_ID
 SLICE_ELEMENTS = 1 << 27  # fp32 values per slice: 512 MiB
 
 
-def label_smoothed_loss(logits, target, epsilon: float, pad_id: int = PAD_ID):
+LOSS_KERNELS = ("sliced", "compiled")  # train.loss_kernel
+
+
+def label_smoothed_loss(
+    logits, target, epsilon: float, pad_id: int = PAD_ID, kernel: str = "sliced"
+):
     """Sums over non-pad tokens of the smoothed loss and of the plain NLL (for perplexity).
 
     The smoothed target puts 1 - epsilon on the reference token and epsilon spread evenly over the
-    vocabulary (as torch's cross_entropy(label_smoothing=epsilon)).
+    vocabulary (as torch's cross_entropy(label_smoothing=epsilon)). `kernel` is how it is
+    computed (LOSS_KERNELS); the result is the same to fp32 rounding.
     """
+    if kernel not in LOSS_KERNELS:
+        raise ValueError(f"loss kernel {kernel!r} is not one of {', '.join(LOSS_KERNELS)}")
     vocabulary = logits.size(-1)
     rows = max(1, SLICE_ELEMENTS // vocabulary)
     return SmoothedCrossEntropy.apply(
-        logits.reshape(-1, vocabulary), target.reshape(-1), epsilon, pad_id, rows
+        logits.reshape(-1, vocabulary), target.reshape(-1), epsilon, pad_id, rows, kernel
     )
 
 
@@ -36,13 +51,55 @@ def slice_terms(logits: torch.Tensor, target: torch.Tensor):
     return lse, nll, uniform
 
 
+def fused_terms(logits, target, keep, epsilon: float):
+    """All rows at once, for torch.compile: each row's log-sum-exp, and the sums over kept rows
+    of the smoothed loss and of the NLL, without an fp32 copy of the logits in memory."""
+    lse, nll, uniform = slice_terms(logits.float(), target)
+    smoothed = (1.0 - epsilon) * nll + epsilon * uniform
+    zero = torch.zeros_like(nll)
+    return lse, torch.where(keep, smoothed, zero).sum(), torch.where(keep, nll, zero).sum()
+
+
+def coefficients(target, pad_id: int, grad_loss, grad_nll, epsilon: float, vocabulary: int):
+    """Per row (N, 1): d loss / d logit = p - (1 - eps) onehot - eps / V and d nll / d logit =
+    p - onehot, weighted by the outputs' gradients, are scale * p - shift, plus at_target in the
+    target's column; padding rows get no gradient."""
+    keep = (target != pad_id).float().unsqueeze(1)
+    scale = (grad_loss + grad_nll) * keep
+    shift = (grad_loss * epsilon / vocabulary) * keep
+    at_target = -(grad_loss * (1.0 - epsilon) + grad_nll) * keep
+    return scale, shift, at_target
+
+
+def fused_gradient(logits, target, lse, pad_id: int, grad_loss, grad_nll, epsilon: float):
+    """The backward of SmoothedCrossEntropy in one pass over the logits, for torch.compile."""
+    scale, shift, at_target = coefficients(
+        target, pad_id, grad_loss, grad_nll, epsilon, logits.size(1)
+    )
+    work = torch.exp(logits.float() - lse.unsqueeze(1)) * scale - shift
+    columns = torch.arange(logits.size(1), device=logits.device)
+    work = torch.where(columns == target.unsqueeze(1), work + at_target, work)
+    return work.to(logits.dtype)
+
+
+@functools.cache
+def compiled(function):
+    """`function` through torch.compile, once per process; dynamic, for the batches' many shapes."""
+    return torch.compile(function, dynamic=True)
+
+
 class SmoothedCrossEntropy(torch.autograd.Function):
     """(loss sum, nll sum) of logits (N, V) against target (N,); keeps only the logits and one
     fp32 log-sum-exp per row for the backward pass, which rebuilds the softmax slice by slice."""
 
     @staticmethod
-    def forward(ctx, logits, target, epsilon: float, pad_id: int, rows: int):
+    def forward(ctx, logits, target, epsilon: float, pad_id: int, rows: int, kernel: str):
         keep = target != pad_id
+        ctx.epsilon, ctx.pad_id, ctx.rows, ctx.kernel = epsilon, pad_id, rows, kernel
+        if kernel == "compiled":
+            lse, loss, nll_sum = compiled(fused_terms)(logits, target, keep, epsilon)
+            ctx.save_for_backward(logits, target, lse)
+            return loss, nll_sum
         loss = torch.zeros((), dtype=torch.float32, device=logits.device)
         nll_sum = torch.zeros((), dtype=torch.float32, device=logits.device)
         lse = torch.empty(target.shape, dtype=torch.float32, device=logits.device)
@@ -53,19 +110,21 @@ class SmoothedCrossEntropy(torch.autograd.Function):
             nll_sum += nll[kept].sum()
             loss += ((1.0 - epsilon) * nll[kept] + epsilon * uniform[kept]).sum()
         ctx.save_for_backward(logits, target, lse)
-        ctx.epsilon, ctx.pad_id, ctx.rows = epsilon, pad_id, rows
         return loss, nll_sum
 
     @staticmethod
     def backward(ctx, grad_loss, grad_nll):
-        """d loss / d logit = p - (1 - eps) onehot - eps / V, d nll / d logit = p - onehot, for
-        kept rows; in place on each slice's fp32 copy, which is cast once into the gradient."""
+        """Sliced: in place on each slice's fp32 copy, which is cast once into the gradient."""
         logits, target, lse = ctx.saved_tensors
-        epsilon, rows = ctx.epsilon, ctx.rows
-        keep = (target != ctx.pad_id).float().unsqueeze(1)  # (N, 1): padding gets no gradient
-        scale = (grad_loss + grad_nll) * keep
-        shift = (grad_loss * epsilon / logits.size(1)) * keep
-        at_target = -(grad_loss * (1.0 - epsilon) + grad_nll) * keep
+        epsilon, rows, pad_id = ctx.epsilon, ctx.rows, ctx.pad_id
+        if ctx.kernel == "compiled":
+            grad = compiled(fused_gradient)(
+                logits, target, lse, pad_id, grad_loss, grad_nll, epsilon
+            )
+            return grad, None, None, None, None, None
+        scale, shift, at_target = coefficients(
+            target, pad_id, grad_loss, grad_nll, epsilon, logits.size(1)
+        )
         grad = torch.empty_like(logits)
         for start in range(0, logits.size(0), rows):
             part = slice(start, start + rows)
@@ -75,4 +134,4 @@ class SmoothedCrossEntropy(torch.autograd.Function):
             work.mul_(scale[part]).sub_(shift[part])
             work.scatter_add_(1, target[part].unsqueeze(1), at_target[part])
             grad[part].copy_(work)
-        return grad, None, None, None, None
+        return grad, None, None, None, None, None

@@ -76,7 +76,12 @@ class Steps:
         for batch in batches:
             batch = batch.to(self.device)
             logits = self.engine(batch.source, batch.target_in)
-            loss, nll = label_smoothed_loss(logits, batch.target_out, self.settings.label_smoothing)
+            loss, nll = label_smoothed_loss(
+                logits,
+                batch.target_out,
+                self.settings.label_smoothing,
+                kernel=self.settings.loss_kernel,
+            )
             # DeepSpeed averages gradients over ranks: * world makes it a sum over all tokens.
             self.engine.backward(loss * (self.world / total_tokens), scale_wrt_gas=False)
             self.engine.step()
@@ -133,6 +138,7 @@ class Steps:
                 self.engine(batch.source, batch.target_in),
                 batch.target_out,
                 self.settings.label_smoothing,
+                kernel=self.settings.loss_kernel,
             )
             sums += torch.stack([loss, nll]).double()  # read back once, after the last batch
             tokens += batch.target_tokens
