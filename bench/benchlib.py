@@ -165,6 +165,7 @@ TRAIN_RATIOS = {  # a train_throughput row's ratios: key -> (numerator, denomina
     "compile_speedup": ("ours_compiled", "ours"),
     "autocast_speedup": ("ours_bf16_autocast", "ours"),
     "compiled_loss_speedup": ("ours_compiled_loss", "ours"),
+    "sliced_loss_speedup": ("ours_sliced_loss", "ours"),
 }
 
 

@@ -18,7 +18,7 @@ JSON line; --save writes it under bench/results/.
     python bench/train_throughput.py --presets tiny --tokens 2000 --steps 3   # CPU-sized
     python bench/train_throughput.py --compile   # also ours with train.compile (torch.compile)
     python bench/train_throughput.py --profile train.prof.txt   # and where our step's time goes
-    python bench/train_throughput.py --trainers ours,ours_compiled_loss   # the loss kernels' A/B
+    python bench/train_throughput.py --trainers ours_sliced_loss,ours_compiled_loss  # loss A/B
     python bench/train_throughput.py --presets base --trainers ours,hf --rounds 1   # some only
 """
 
@@ -75,7 +75,7 @@ def flops_per_step(config, batches) -> float:
 
 
 def bench_settings(
-    args, compile: bool = False, precision: str = "auto", loss_kernel: str = "sliced"
+    args, compile: bool = False, precision: str = "auto", loss_kernel: str = "auto"
 ) -> TrainSettings:
     """The trainer's settings (seed, padding, ...) at the bench's batch size."""
     return TrainSettings(
@@ -127,7 +127,7 @@ def ours(
     device,
     compile=False,
     precision="auto",
-    loss_kernel="sliced",
+    loss_kernel="auto",
     profile_to: Path | None = None,
 ):
     """The trainer's own step (no checkpoints, no evaluation) on the corpus; with `compile`,
@@ -146,7 +146,8 @@ def ours(
 
         if profile_to is not None:
             return append_profile(step, config, args, device, profile_to)
-        return measure(step, args.steps, args.warmup, device), trainer.precision
+        labels = {"precision": trainer.precision, "loss_kernel": trainer.steps.loss_kernel}
+        return measure(step, args.steps, args.warmup, device), labels
 
 
 def append_profile(step, config, args, device, path: Path) -> None:
@@ -271,7 +272,8 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
     "hf": ("hf_marian", hugging_face),
     "naive": ("naive_fp32_nn_transformer", naive),
     "ours_compiled": ("ours_compiled", functools.partial(ours, compile=True)),
-    # A/B of the loss: train.loss_kernel compiled, two fused kernels instead of the eager slices
+    # A/B of the loss (ours: train.loss_kernel auto, compiled on CUDA): each kernel by name
+    "ours_sliced_loss": ("ours_sliced_loss", functools.partial(ours, loss_kernel="sliced")),
     "ours_compiled_loss": ("ours_compiled_loss", functools.partial(ours, loss_kernel="compiled")),
     # A/B of the optimizer path: fp32 weights, bf16 autocast, torch's fused Adam in one kernel
     "ours_autocast": ("ours_bf16_autocast", functools.partial(ours, precision="bf16-autocast")),
@@ -314,13 +316,13 @@ def measure_preset(preset: str, corpus, args, device, peak, write) -> dict:
         if result is None:  # Marian without transformers
             row[key] = "skipped: transformers is not installed"
             continue
-        tokens_per_s, precision = result if isinstance(result, tuple) else (result, None)
+        tokens_per_s, labels = result if isinstance(result, tuple) else (result, {})
         if tokens_per_s > best.get(key, 0.0):
             best[key] = tokens_per_s
             flops_per_s = tokens_per_s * flops_per_token
             row[key] = {
                 "target_tokens_per_s": round(tokens_per_s),
-                **({"precision": precision} if precision else {}),
+                **labels,
                 **utilisation(flops_per_s, peak, args.measured_peak_tflops),
             }
         benchlib.with_train_ratios(row)
@@ -375,7 +377,10 @@ def main() -> None:
         "--profile", type=Path, help="also write a torch.profiler table of our step per preset"
     )
     parser.add_argument(
-        "--profile-loss-kernel", choices=LOSS_KERNELS, default="sliced", help="of the profiled step"
+        "--profile-loss-kernel",
+        choices=("auto", *LOSS_KERNELS),
+        default="auto",
+        help="of the profiled step",
     )
     parser.add_argument(
         "--profile-only", action="store_true", help="with --profile: no trainer is timed"

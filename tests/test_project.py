@@ -549,6 +549,23 @@ def test_readme_benchmark_tables_are_the_committed_figures():
             assert f"{row['hf_marian']['target_tokens_per_s']:,}" in readme
     loss = json.loads((results / "loss_speed-cpu.json").read_text())
     assert f"{loss['speedup']}x faster than the whole log-softmax" in readme
+    # the fourth lend's A/B of the loss kernels, and the compiled decoder step
+    for row in json.loads((results / "train_throughput_lend4_ab-gpu.json").read_text())["results"]:
+        for key in ("ours", "ours_compiled_loss"):
+            figures = row[key]
+            assert (
+                f"{figures['target_tokens_per_s']:,} tokens/s, MFU {figures['mfu']:.1%}" in readme
+            )
+        assert f"| {row['compiled_loss_speedup']}x |" in readme
+    loss = json.loads((results / "loss_speed_lend4_ab-gpu.json").read_text())
+    assert f"compiled {loss['compiled']['ms']} ms" in readme
+    assert f"sliced {loss['sliced']['ms']:.2f} ms ({loss['compiled_vs_sliced']}x)" in readme
+    decode = json.loads((results / "decode_speed_lend4_ab-gpu.json").read_text())
+    assert (
+        f"{decode['ours_compiled']['seconds']} s against {decode['ours_cached']['seconds']} s eager"
+        in readme
+    )
+    assert f"({decode['compiled_speedup']}x)" in readme
 
 
 def decode_row(figures: dict) -> str:

@@ -115,6 +115,18 @@ def test_the_loss_is_sliced_to_a_bounded_fp32_size(monkeypatch):
     assert [t.item() for t in sliced] == pytest.approx([t.item() for t in whole], rel=1e-6)
 
 
+def test_the_loss_kernel_auto_compiles_on_cuda_only():
+    """auto: torch.compile's fused kernels on CUDA (1.67x the base step on an H100), the eager
+    slices on a CPU, where compiling needs a C++ toolchain and costs more than it saves."""
+    from aiayn.loss import resolve_loss_kernel
+
+    assert resolve_loss_kernel("auto", torch.device("cuda")) == "compiled"
+    assert resolve_loss_kernel("auto", torch.device("cpu")) == "sliced"
+    assert resolve_loss_kernel("compiled", torch.device("cpu")) == "compiled"
+    with pytest.raises(ValueError, match="train.loss_kernel 'fast' is not one of auto, sliced"):
+        resolve_loss_kernel("fast", torch.device("cpu"))
+
+
 def test_an_unknown_loss_kernel_is_refused_by_name():
     with pytest.raises(ValueError, match="'fused' is not one of sliced, compiled"):
         label_smoothed_loss(
@@ -565,6 +577,7 @@ def test_a_compiled_model_or_loss_trains_like_the_eager_one(tmp_path, copy_data)
         jsonl = (spec.parent / spec.stem / "train.jsonl").read_text().splitlines()
         logs[name] = [json.loads(line) for line in jsonl]
         assert summary["steps"] == 12
+        assert summary["loss_kernel"] == ("compiled" if name == "compiled_loss" else "sliced")
         compiled_model = settings.get("compile", False)
         assert (
             (summary["compiled_graphs"] or 0) > 0

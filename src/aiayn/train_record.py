@@ -128,6 +128,7 @@ def write_summary(trainer: Trainer, dev: dict) -> dict:
         "real_tokens_per_batch": trainer.batch_tokens,  # each batch's share of the step
         "padded_tokens_per_batch": settings.tokens_per_batch,  # the memory limit
         "precision": trainer.precision,
+        "loss_kernel": trainer.steps.loss_kernel,
         "gradient_dtypes": gradient_dtypes(trainer.engine),
         "compiled_graphs": compiled_graphs() if settings.compile else None,
         "device": str(device),

@@ -17,7 +17,7 @@ import torch
 from aiayn.batching import collate
 from aiayn.flops import training_flops
 from aiayn.loader import BatchStream
-from aiayn.loss import label_smoothed_loss
+from aiayn.loss import label_smoothed_loss, resolve_loss_kernel
 from aiayn.model_config import TransformerConfig
 from aiayn.train_batches import TrainingBatches
 from aiayn.train_settings import TrainSettings
@@ -46,6 +46,7 @@ class Steps:
         self.engine, self.data, self.model, self.settings = engine, data, model, settings
         self.accumulation, self.all_reduce = accumulation, all_reduce
         self.rank, self.world, self.device = rank, world, device
+        self.loss_kernel = resolve_loss_kernel(settings.loss_kernel, device)
 
     def step(
         self, state: dict, votes: dict[str, bool], newest: Callable[[], object]
@@ -80,7 +81,7 @@ class Steps:
                 logits,
                 batch.target_out,
                 self.settings.label_smoothing,
-                kernel=self.settings.loss_kernel,
+                kernel=self.loss_kernel,
             )
             # DeepSpeed averages gradients over ranks: * world makes it a sum over all tokens.
             self.engine.backward(loss * (self.world / total_tokens), scale_wrt_gas=False)
@@ -138,7 +139,7 @@ class Steps:
                 self.engine(batch.source, batch.target_in),
                 batch.target_out,
                 self.settings.label_smoothing,
-                kernel=self.settings.loss_kernel,
+                kernel=self.loss_kernel,
             )
             sums += torch.stack([loss, nll]).double()  # read back once, after the last batch
             tokens += batch.target_tokens
