@@ -115,16 +115,40 @@ def test_the_loss_is_sliced_to_a_bounded_fp32_size(monkeypatch):
     assert [t.item() for t in sliced] == pytest.approx([t.item() for t in whole], rel=1e-6)
 
 
-def test_the_loss_kernel_auto_compiles_on_cuda_only():
+def test_the_loss_kernel_auto_compiles_on_cuda_where_compiling_works(caplog):
     """auto: torch.compile's fused kernels on CUDA (1.67x the base step on an H100), the eager
-    slices on a CPU, where compiling needs a C++ toolchain and costs more than it saves."""
+    slices on a CPU, where compiling needs a C++ toolchain and costs more than it saves; where
+    the compiled loss cannot run, auto slices and says why."""
     from aiayn.loss import resolve_loss_kernel
 
-    assert resolve_loss_kernel("auto", torch.device("cuda")) == "compiled"
-    assert resolve_loss_kernel("auto", torch.device("cpu")) == "sliced"
-    assert resolve_loss_kernel("compiled", torch.device("cpu")) == "compiled"
-    with pytest.raises(ValueError, match="train.loss_kernel 'fast' is not one of auto, sliced"):
-        resolve_loss_kernel("fast", torch.device("cpu"))
+    cpu = torch.device("cpu")
+    assert resolve_loss_kernel("auto", cpu, torch.bfloat16) == "sliced"
+    assert resolve_loss_kernel("compiled", cpu, torch.float32) == "compiled"  # it compiles here
+    if not torch.cuda.is_available():  # a CUDA device this machine cannot use
+        with caplog.at_level(logging.WARNING, logger="aiayn.loss"):
+            assert resolve_loss_kernel("auto", torch.device("cuda"), torch.bfloat16) == "sliced"
+        assert "train.loss_kernel auto: compiling the loss failed" in caplog.text
+    with pytest.raises(InputError, match="train.loss_kernel 'fast' is not one of auto, sliced"):
+        resolve_loss_kernel("fast", cpu, torch.float32)
+
+
+def test_a_machine_that_cannot_compile_the_loss_is_told_before_the_first_step(tmp_path):
+    """train.loss_kernel: compiled with no working C++ compiler (inductor's CPU backend, a fresh
+    kernel cache): a clear error naming the setting and both ways out, before any training."""
+    check = (
+        "import torch\n"
+        "from aiayn.loss import resolve_loss_kernel\n"
+        "resolve_loss_kernel('compiled', torch.device('cpu'), torch.float32)\n"
+    )
+    env = {**os.environ, "CXX": "/nonexistent/g++", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode != 0
+    assert (
+        "InputError: train.loss_kernel compiled: torch.compile could not compile" in result.stderr
+    )
+    assert "/nonexistent/g++" in result.stderr and "train.loss_kernel: sliced" in result.stderr
 
 
 def test_an_unknown_loss_kernel_is_refused_by_name():

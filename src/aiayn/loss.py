@@ -17,10 +17,14 @@ compiling needs a C++ toolchain and costs more than it saves in a short CPU run.
 from __future__ import annotations
 
 import functools
+import logging
 
 import torch
 
+from aiayn.errors import InputError
 from aiayn.vocab import PAD_ID
+
+log = logging.getLogger(__name__)
 
 SLICE_ELEMENTS = 1 << 27  # fp32 values per slice: 512 MiB
 
@@ -28,15 +32,41 @@ SLICE_ELEMENTS = 1 << 27  # fp32 values per slice: 512 MiB
 LOSS_KERNELS = ("sliced", "compiled")  # how label_smoothed_loss computes
 
 
-def resolve_loss_kernel(setting: str, device: torch.device) -> str:
-    """train.loss_kernel (auto, sliced or compiled) on this device: auto compiles on CUDA."""
-    if setting == "auto":
-        return "compiled" if device.type == "cuda" else "sliced"
-    if setting not in LOSS_KERNELS:
-        raise ValueError(
+def resolve_loss_kernel(setting: str, device: torch.device, dtype: torch.dtype) -> str:
+    """train.loss_kernel (auto, sliced or compiled) for logits of `dtype` on this device. auto
+    compiles on CUDA where compiling works, else slices (with a warning saying why); compiled
+    is checked first, so a machine that cannot compile fails before the first step."""
+    if setting not in ("auto", *LOSS_KERNELS):
+        raise InputError(
             f"train.loss_kernel {setting!r} is not one of auto, {', '.join(LOSS_KERNELS)}"
         )
-    return setting
+    if setting == "sliced" or (setting == "auto" and device.type != "cuda"):
+        return "sliced"
+    problem = compile_problem(device, dtype)
+    if problem is None:
+        return "compiled"
+    if setting == "compiled":
+        raise InputError(
+            f"train.loss_kernel compiled: torch.compile could not compile the loss on {device} "
+            f"({problem}). Install the C/C++ compiler inductor needs (CXX for a CPU, a C "
+            "compiler for Triton on a GPU), or set train.loss_kernel: sliced (the same maths)."
+        )
+    log.warning("train.loss_kernel auto: compiling the loss failed (%s); it runs sliced", problem)
+    return "sliced"
+
+
+def compile_problem(device: torch.device, dtype: torch.dtype) -> str | None:
+    """Why the compiled loss cannot run here, None if it can: one small forward and backward
+    through it, which compiles (dynamic in size) the kernels the first step then reuses."""
+    try:
+        logits = torch.randn(8, 16, device=device).to(dtype).requires_grad_()
+        target = torch.arange(8, device=device)
+        loss, nll = label_smoothed_loss(logits, target, 0.1, kernel="compiled")
+        (loss + nll).backward()
+    except Exception as error:  # noqa: BLE001 - inductor's and Triton's many failures alike
+        first_line = next(iter(str(error).strip().splitlines()), "")
+        return f"{type(error).__name__}: {first_line[:300]}"
+    return None
 
 
 def label_smoothed_loss(

@@ -17,7 +17,7 @@ import torch
 from aiayn.batching import collate
 from aiayn.flops import training_flops
 from aiayn.loader import BatchStream
-from aiayn.loss import label_smoothed_loss, resolve_loss_kernel
+from aiayn.loss import label_smoothed_loss
 from aiayn.model_config import TransformerConfig
 from aiayn.train_batches import TrainingBatches
 from aiayn.train_settings import TrainSettings
@@ -42,11 +42,12 @@ class Steps:
         rank: int,
         world: int,
         device: torch.device,
+        loss_kernel: str,
     ):
         self.engine, self.data, self.model, self.settings = engine, data, model, settings
         self.accumulation, self.all_reduce = accumulation, all_reduce
         self.rank, self.world, self.device = rank, world, device
-        self.loss_kernel = resolve_loss_kernel(settings.loss_kernel, device)
+        self.loss_kernel = loss_kernel  # resolved: sliced or compiled (aiayn.loss)
 
     def step(
         self, state: dict, votes: dict[str, bool], newest: Callable[[], object]
