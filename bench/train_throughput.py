@@ -42,7 +42,7 @@ from aiayn.batching import collate, step_plan, token_batches
 from aiayn.binarize import write_indexed
 from aiayn.flops import training_flops
 from aiayn.loader import BatchStream
-from aiayn.loss import LOSS_KERNELS, label_smoothed_loss
+from aiayn.loss import label_smoothed_loss
 from aiayn.model import Transformer, sinusoidal_positions
 from aiayn.model_config import build_config
 from aiayn.train import Trainer
@@ -329,14 +329,7 @@ def measure_preset(preset: str, corpus, args, device, peak, write) -> dict:
         write()
     if args.profile:
         torch.manual_seed(0)
-        ours(
-            config,
-            corpus,
-            args,
-            device,
-            loss_kernel=args.profile_loss_kernel,
-            profile_to=args.profile,
-        )
+        ours(config, corpus, args, device, profile_to=args.profile)
     return row
 
 
@@ -375,12 +368,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the JSON record to this file")
     parser.add_argument(
         "--profile", type=Path, help="also write a torch.profiler table of our step per preset"
-    )
-    parser.add_argument(
-        "--profile-loss-kernel",
-        choices=("auto", *LOSS_KERNELS),
-        default="auto",
-        help="of the profiled step",
     )
     parser.add_argument(
         "--profile-only", action="store_true", help="with --profile: no trainer is timed"

@@ -95,9 +95,10 @@ def slice_terms(logits: torch.Tensor, target: torch.Tensor):
     return lse, nll, uniform
 
 
-def fused_terms(logits, target, keep, epsilon: float):
-    """All rows at once, for torch.compile: each row's log-sum-exp, and the sums over kept rows
-    of the smoothed loss and of the NLL, without an fp32 copy of the logits in memory."""
+def fused_terms(logits, target, pad_id: int, epsilon: float):
+    """All rows at once, for torch.compile: each row's log-sum-exp, and the sums over non-pad
+    rows of the smoothed loss and of the NLL, without an fp32 copy of the logits in memory."""
+    keep = target != pad_id
     lse, nll, uniform = slice_terms(logits.float(), target)
     smoothed = (1.0 - epsilon) * nll + epsilon * uniform
     zero = torch.zeros_like(nll)
@@ -138,12 +139,12 @@ class SmoothedCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, logits, target, epsilon: float, pad_id: int, rows: int, kernel: str):
-        keep = target != pad_id
         ctx.epsilon, ctx.pad_id, ctx.rows, ctx.kernel = epsilon, pad_id, rows, kernel
         if kernel == "compiled":
-            lse, loss, nll_sum = compiled(fused_terms)(logits, target, keep, epsilon)
+            lse, loss, nll_sum = compiled(fused_terms)(logits, target, pad_id, epsilon)
             ctx.save_for_backward(logits, target, lse)
             return loss, nll_sum
+        keep = target != pad_id
         loss = torch.zeros((), dtype=torch.float32, device=logits.device)
         nll_sum = torch.zeros((), dtype=torch.float32, device=logits.device)
         lse = torch.empty(target.shape, dtype=torch.float32, device=logits.device)

@@ -66,7 +66,6 @@ class Trainer:
         self.rank, self.world, self.device = init_process()
         self.precision = resolve_precision(self.settings.precision, self.device)
         self.bf16 = self.precision != "fp32"  # matrix products in bf16
-        self.logits_dtype = torch.bfloat16 if self.bf16 else torch.float32
         if self.precision == "bf16" and self.settings.zero_stage == 0:
             raise InputError(
                 "train.precision bf16 needs train.zero_stage >= 1 (its fp32 weights live in "
@@ -111,7 +110,11 @@ class Trainer:
             self.rank,
             self.world,
             self.device,
-            resolve_loss_kernel(self.settings.loss_kernel, self.device, self.logits_dtype),
+            resolve_loss_kernel(
+                self.settings.loss_kernel,
+                self.device,
+                torch.bfloat16 if self.bf16 else torch.float32,  # the logits'
+            ),
         )
         self.dev_parser = None  # parsing experiments: dev F1 at each dev evaluation, on rank 0
         if experiment.dev_parse and self.rank == 0:
