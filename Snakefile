@@ -14,9 +14,14 @@ from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
-# config.yaml, or the --configfile files added up into one study (aiayn.study), then --config.
+# config.yaml, or the --configfile files added up into one study (aiayn.config.study), then
+# --config.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
-from aiayn.study import absent_optional_datasets, compose_config, without_datasets
+from aiayn.config.study import (
+    absent_optional_datasets,
+    compose_config,
+    without_datasets,
+)
 
 config.clear()
 config.update(

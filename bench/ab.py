@@ -24,16 +24,16 @@ import torch
 PROJECT = Path(__file__).resolve().parents[1]
 
 # Run by each side with its own src/ first on the path; it uses only what every revision since
-# the decode settings moved to aiayn.decode_settings has: Transformer, TransformerConfig,
+# the decode settings moved to aiayn.decode.settings has: Transformer, TransformerConfig,
 # DecodeSettings and translate().
 CHILD = """
 import json, sys
 import numpy as np, torch
 sys.path.insert(0, sys.argv[1])
-from aiayn.decode_settings import DecodeSettings
+from aiayn.decode.settings import DecodeSettings
 from aiayn.model import Transformer
 from aiayn.model_config import TransformerConfig
-from aiayn.translate import translate
+from aiayn.decode.translate import translate
 job = json.loads(open(sys.argv[2]).read())
 model = Transformer(TransformerConfig(**job["config"]))
 model.load_state_dict(torch.load(job["weights"], weights_only=True))

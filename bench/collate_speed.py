@@ -1,9 +1,9 @@
 """Benchmark: the host's work per training batch (collate) beside a sentence-by-sentence baseline.
 
 Before the GPU can run a step, the host turns the step's example indices into padded id tensors.
-Ours (aiayn.batching.collate) gathers the sentences from the memmap in one read and places every
-token with one numpy scatter; the baseline builds the rows one sentence at a time, as the first
-version of our trainer did. Both run over every batch of one epoch of the trainer's
+Ours (aiayn.train.batching.collate) gathers the sentences from the memmap in one read and places
+every token with one numpy scatter; the baseline builds the rows one sentence at a time, as the
+first version of our trainer did. Both run over every batch of one epoch of the trainer's
 length-bucketed plan, on a corpus with WMT-like lengths binarized to a temporary folder, and each
 keeps its best of --repeats passes. Prints one JSON line; --save writes it under bench/results/.
 
@@ -23,8 +23,8 @@ import numpy as np
 import torch
 from train_throughput import binarized, synthetic_corpus
 
-from aiayn.batching import Batch, collate, round_up, token_batches
-from aiayn.binarize import IndexedDataset
+from aiayn.prepare.binarize import IndexedDataset
+from aiayn.train.batching import Batch, collate, round_up, token_batches
 from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import benchlib
 
-from aiayn.binarize import binarize_file, encode_lines  # noqa: E402
 from aiayn.data.toy import ToyGrammar  # noqa: E402
-from aiayn.subword import SubwordSettings, load, train_bpe  # noqa: E402
+from aiayn.prepare.binarize import binarize_file, encode_lines  # noqa: E402
+from aiayn.prepare.subword import SubwordSettings, load, train_bpe  # noqa: E402
 from aiayn.textio import read_lines  # noqa: E402
 
 

@@ -1,18 +1,18 @@
 """Benchmark: beam-search speed of our decoder beside a naive one, in the same run.
 
-Ours: src/aiayn/decode.py with cached self-attention keys/values, encoder keys/values projected
-once, finished sentences dropped from the batch, length-sorted batches. Naive: the same beam
-search and batches, but the decoder recomputes the whole prefix at every step. Peer: Hugging
-Face MarianMTModel holding the same weights (bench/marian.py), `generate(num_beams=4)` on the
-same batches, where transformers is installed. All decode the newstest2014 English source (3003
-sentences) with beam 4, max length source + 50; ours and naive use alpha 0.6 and must produce
-the same translations (Marian's length penalty is len^alpha, not GNMT's, so its translations
-may differ; the share that agree is reported). Ours and generate() run `--repeats` times each
-(2 by default: the first run on a GPU also pays its warm-up) and keep their fastest; the naive
-decoder, many times slower, runs once. The model is a trained weights file (--weights
-with its --subword model) or a randomly initialised preset with a BPE model trained here on the
-source (a random model rarely emits EOS, so most outputs run to the maximum length: a worst
-case). Prints one JSON line; --save writes it under bench/results/.
+Ours: src/aiayn/decode/search.py with cached self-attention keys/values, encoder keys/values
+projected once, finished sentences dropped from the batch, length-sorted batches. Naive: the same
+beam search and batches, but the decoder recomputes the whole prefix at every step. Peer: Hugging
+Face MarianMTModel holding the same weights (bench/marian.py), `generate(num_beams=4)` on the same
+batches, where transformers is installed. All decode the newstest2014 English source (3003
+sentences) with beam 4, max length source + 50; ours and naive use alpha 0.6 and must produce the
+same translations (Marian's length penalty is len^alpha, not GNMT's, so its translations may differ;
+the share that agree is reported). Ours and generate() run `--repeats` times each (2 by default: the
+first run on a GPU also pays its warm-up) and keep their fastest; the naive decoder, many times
+slower, runs once. The model is a trained weights file (--weights with its --subword model) or a
+randomly initialised preset with a BPE model trained here on the source (a random model rarely emits
+EOS, so most outputs run to the maximum length: a worst case). Prints one JSON line; --save writes
+it under bench/results/.
 
     python bench/decode_speed.py                                   # base, all 3003 sentences
     python bench/decode_speed.py --preset tiny --sentences 100     # CPU-sized
@@ -38,12 +38,12 @@ import numpy as np
 import sentencepiece as spm
 import torch
 
-from aiayn.decode import default_drop_every
-from aiayn.decode_settings import DecodeSettings
+from aiayn.decode.search import default_drop_every
+from aiayn.decode.settings import DecodeSettings
+from aiayn.decode.translate import autocast, load_model, pick_device, translate
 from aiayn.model import Transformer
 from aiayn.model_config import build_config
-from aiayn.subword import SubwordSettings, train_bpe
-from aiayn.translate import autocast, load_model, pick_device, translate
+from aiayn.prepare.subword import SubwordSettings, train_bpe
 
 NEWSTEST2014 = benchlib.PROJECT.parent / "shared/data/wmt14_newstest/full/newstest2014.en-de.en"
 

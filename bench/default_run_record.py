@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from aiayn import paths
+from aiayn.config import paths
 
 PROJECT = Path(__file__).resolve().parents[1]
 RECORD = PROJECT / "results" / "toy" / "default_run.json"

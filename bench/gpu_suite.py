@@ -771,9 +771,9 @@ def installed_versions(found: dict) -> dict:
 def tiny_model(found: dict):
     import torch
 
+    from aiayn.decode.translate import pick_device
     from aiayn.model import Transformer
     from aiayn.model_config import build_config
-    from aiayn.translate import pick_device
 
     if "model" not in found:
         torch.manual_seed(0)
@@ -793,8 +793,8 @@ def one_training_step(found: dict) -> dict:
 
     import train_throughput
 
-    from aiayn.engine import init_process
     from aiayn.model_config import build_config
+    from aiayn.train.engine import init_process
 
     _, _, device = init_process()
     corpus = train_throughput.synthetic_corpus(200, 500)
@@ -804,8 +804,8 @@ def one_training_step(found: dict) -> dict:
 
 
 def one_decode_batch(found: dict) -> dict:
-    from aiayn.decode_settings import DecodeSettings
-    from aiayn.translate import translate
+    from aiayn.decode.settings import DecodeSettings
+    from aiayn.decode.translate import translate
 
     settings = DecodeSettings(beam=4, alpha=0.6, batch_tokens=1000)
     hypotheses, _ = translate(tiny_model(found), tiny_sentences(), settings, desc="preflight")

@@ -1,7 +1,7 @@
 """Benchmark: the label-smoothed loss, forward and backward, sliced and compiled (ours) beside one
 whole fp32 log-softmax (the baseline, how the loss was first written), in the same run.
 
-Ours: aiayn.loss.label_smoothed_loss, which computes in fp32 one slice of rows at a time and
+Ours: aiayn.train.loss.label_smoothed_loss, which computes in fp32 one slice of rows at a time and
 rebuilds the softmax slice by slice in its backward pass (train.loss_kernel: sliced), or does
 the same in two kernels fused by torch.compile (compiled; its first pass pays for compiling, so
 with --repeats 1 its time includes that). Baseline: F.log_softmax over the whole
@@ -26,7 +26,7 @@ import benchlib
 import torch
 import torch.nn.functional as F
 
-from aiayn.loss import label_smoothed_loss
+from aiayn.train.loss import label_smoothed_loss
 
 EPSILON = 0.1
 

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import torch
 
-from aiayn.decode import length_sorted_batches, source_batch
+from aiayn.decode.search import length_sorted_batches, source_batch
 from aiayn.model import Transformer, sinusoidal_positions
 from aiayn.model_config import TransformerConfig
 from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID

@@ -37,11 +37,11 @@ ALPHAS = (0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 2.0)
 
 def locate(workdir: Path, configfiles: list[Path], name: str, split: str | None) -> dict:
     """The run's weights, BPE model, binarized source and references, and decode settings."""
-    from aiayn import paths
-    from aiayn.checkpoint import weights_files
-    from aiayn.experiments import resolve_evaluation
-    from aiayn.plan import Plan
-    from aiayn.workflow_config import load_config
+    from aiayn.config import paths
+    from aiayn.config.experiments import resolve_evaluation
+    from aiayn.config.load import load_config
+    from aiayn.config.plan import Plan
+    from aiayn.train.checkpoint import weights_files
 
     config = load_config(workdir, [workdir / path for path in configfiles])
     entry = Plan(config).experiment_entry(name)
@@ -80,8 +80,8 @@ class Probe:
         import sentencepiece as spm
         import torch
 
-        from aiayn.binarize import IndexedDataset
-        from aiayn.translate import load_model
+        from aiayn.decode.translate import load_model
+        from aiayn.prepare.binarize import IndexedDataset
 
         self.model, _ = load_model(weights, torch.device("cpu"))
         self.processor = spm.SentencePieceProcessor(model_file=str(where["subword"]))
@@ -90,7 +90,7 @@ class Probe:
         self.references = where["reference"].read_text(encoding="utf-8").splitlines()
 
     def decode(self, settings) -> tuple[list, dict]:
-        from aiayn.translate import detokenized, translate
+        from aiayn.decode.translate import detokenized, translate
 
         hypotheses, _ = translate(self.model, self.sources, settings, desc=settings.search)
         lines = detokenized(self.processor, hypotheses)
@@ -112,7 +112,7 @@ class Probe:
 
     def search_or_model(self, hypotheses, alpha: float, finalize: str) -> dict:
         """Among outputs shorter than their reference: which does the model score higher?"""
-        from aiayn.decode import length_penalty
+        from aiayn.decode.search import length_penalty
 
         shorter = reference_higher = 0
         for source, target, hypothesis in zip(self.sources, self.targets, hypotheses, strict=True):

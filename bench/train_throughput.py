@@ -1,18 +1,18 @@
 """Benchmark: training throughput of our trainer beside a naive and a peer baseline, in one run.
 
-Ours: the trainer itself (aiayn.train.Trainer.train_step, what `python -m aiayn.train` runs) on
-the corpus binarized to a temporary folder: the paper's model in the DeepSpeed engine,
-length-bucketed token batches padded to multiples of 8 and prepared while the device computes,
-bf16 where the device has it. Naive: the same dimensions built from torch.nn.Transformer, fp32,
-batches of a fixed number of sentences in random order (no bucketing), plain Adam. Peer: Hugging
-Face MarianMTModel with the same dimensions and initial weights on our batches (prepared ahead as
-ours are) with our loss, bf16 autocast where available, torch's (fused) Adam (bench/marian.py;
-where transformers is installed). All train on the same synthetic corpus, whose sentence lengths
-follow a WMT-like distribution. Reported: real (non-pad) target tokens
-per second and, on a GPU, model-FLOPs utilisation against the device's peak. Each trainer runs
-`--rounds` times (2: in opposite orders) and keeps its fastest run. The record is rewritten to
---out after every trainer, so a run stopped at a time limit keeps what it measured. Prints one
-JSON line; --save writes it under bench/results/.
+Ours: the trainer itself (aiayn.train.trainer.Trainer.train_step, what `python -m
+aiayn.train.trainer` runs) on the corpus binarized to a temporary folder: the paper's model in the
+DeepSpeed engine, length-bucketed token batches padded to multiples of 8 and prepared while the
+device computes, bf16 where the device has it. Naive: the same dimensions built from
+torch.nn.Transformer, fp32, batches of a fixed number of sentences in random order (no bucketing),
+plain Adam. Peer: Hugging Face MarianMTModel with the same dimensions and initial weights on our
+batches (prepared ahead as ours are) with our loss, bf16 autocast where available, torch's (fused)
+Adam (bench/marian.py; where transformers is installed). All train on the same synthetic corpus,
+whose sentence lengths follow a WMT-like distribution. Reported: real (non-pad) target tokens per
+second and, on a GPU, model-FLOPs utilisation against the device's peak. Each trainer runs
+`--rounds` times (2: in opposite orders) and keeps its fastest run. The record is rewritten to --out
+after every trainer, so a run stopped at a time limit keeps what it measured. Prints one JSON line;
+--save writes it under bench/results/.
 
     python bench/train_throughput.py                         # base and big at the paper's batch
     python bench/train_throughput.py --presets tiny --tokens 2000 --steps 3   # CPU-sized
@@ -38,16 +38,16 @@ import torch
 import torch.nn.functional as F
 from benchlib import measure
 
-from aiayn.batching import collate, step_plan, token_batches
-from aiayn.binarize import write_indexed
+from aiayn.decode.translate import autocast
 from aiayn.flops import training_flops
-from aiayn.loader import BatchStream
-from aiayn.loss import label_smoothed_loss
 from aiayn.model import Transformer, sinusoidal_positions
 from aiayn.model_config import build_config
-from aiayn.train import Trainer
-from aiayn.train_settings import Experiment, TrainSettings
-from aiayn.translate import autocast
+from aiayn.prepare.binarize import write_indexed
+from aiayn.train.batching import collate, step_plan, token_batches
+from aiayn.train.loader import BatchStream
+from aiayn.train.loss import label_smoothed_loss
+from aiayn.train.settings import Experiment, TrainSettings
+from aiayn.train.trainer import Trainer
 from aiayn.vocab import PAD_ID
 
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense bf16
@@ -378,7 +378,7 @@ def main() -> None:
     if args.profile:
         args.profile.write_text("")
 
-    from aiayn.engine import init_process
+    from aiayn.train.engine import init_process
 
     _, _, device = init_process()
     name = benchlib.device_name(device)

@@ -36,9 +36,9 @@ PRESET = PROJECT / "configs" / "wmt14_en_de.yaml"
 
 def preset_settings() -> dict:
     """The data and step settings of the paper preset, as the workflow would resolve them."""
+    from aiayn.config.study import compose_config
     from aiayn.data.clean import CleanSettings
-    from aiayn.study import compose_config
-    from aiayn.subword import SubwordSettings
+    from aiayn.prepare.subword import SubwordSettings
 
     preset = compose_config(PROJECT / "config.yaml", [PRESET])
     dataset = preset["datasets"]["wmt14_en_de"]
@@ -71,14 +71,14 @@ def run_stage(stage: str, folder: Path, pairs: int, threads: int, vocab_size: in
     elif stage == "subword":
         from dataclasses import replace
 
-        from aiayn.subword import train_bpe
+        from aiayn.prepare.subword import train_bpe
 
         subword = replace(settings["subword"], vocab_size=vocab_size)
         train_bpe([f"{clean}.{s}" for s in sides], str(bpe), subword, threads=threads)
         return {"input_sentence_size": subword.input_sentence_size, "vocab_size": vocab_size}
     elif stage == "binarize":
-        from aiayn.binarize import binarize_file
-        from aiayn.subword import load
+        from aiayn.prepare.binarize import binarize_file
+        from aiayn.prepare.subword import load
 
         processor = load(bpe)
         for side in sides:
@@ -90,8 +90,8 @@ def run_stage(stage: str, folder: Path, pairs: int, threads: int, vocab_size: in
 
 def plan_epoch(binary: Path, settings: dict) -> dict:
     """One epoch's batches over every pair, as Trainer.batches_of_epoch plans them."""
-    from aiayn.batching import real_tokens_per_step, step_plan, token_batches
-    from aiayn.binarize import IndexedDataset
+    from aiayn.prepare.binarize import IndexedDataset
+    from aiayn.train.batching import real_tokens_per_step, step_plan, token_batches
 
     source, target = (IndexedDataset(f"{binary}.{side}") for side in ("en", "de"))
     lengths = (source.lengths + 1, target.lengths + 1)

@@ -1,7 +1,7 @@
 """What only Snakemake needs: the plan of the config, wildcard patterns, code versions and the
 input functions (taking `wildcards`) that give one job's inputs.
 
-File names come from aiayn.paths, config look-ups from `plan` (aiayn.plan.Plan, plain Python and
+File names come from aiayn.config.paths, config look-ups from `plan` (aiayn.config.plan.Plan, plain Python and
 unit-tested there): its `*_entry` methods return a config entry, `*_files` lists of files for
 targets.
 """
@@ -16,18 +16,18 @@ SCRIPTS_DIR = Path(workflow.basedir) / "workflow_scripts"
 # The Snakefile itself imports the package from this checkout, installed or not.
 sys.path.insert(0, str(SRC_DIR.parent))
 
-from aiayn import paths
+from aiayn.config import paths
 from aiayn.data.sources import is_url, local_files
 from aiayn.errors import InputError
 from aiayn.parsing.treebank import select_files
-from aiayn.plan import FIGURES, PARSING_FIGURES, TABLES, Plan
-from aiayn.run_record import remember_invocation, write_run_record
-from aiayn.workflow import package_modules, use_this_checkout
+from aiayn.config.plan import FIGURES, PARSING_FIGURES, TABLES, Plan
+from aiayn.report.run_record import remember_invocation, write_run_record
+from aiayn.config.workflow import package_modules, use_this_checkout
 
 use_this_checkout(SRC_DIR.parent)
 plan = Plan(config)
 if workflow.is_main_process:
-    # the command typed, for the run record (aiayn.run_record)
+    # the command typed, for the run record (aiayn.report.run_record)
     remember_invocation(sys.argv)
 
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from aiayn.decode_settings import DecodeSettings
+from aiayn.decode.settings import DecodeSettings
+from aiayn.decode.translate import translate
 from aiayn.model import Transformer
 from aiayn.model_config import build_config
-from aiayn.translate import translate
 from tests.conftest import PROJECT
 
 pytest.importorskip("transformers", reason="the Marian baseline needs transformers ([dev])")
@@ -74,8 +74,8 @@ def test_train_throughput_counts_the_flops_of_real_tokens_only():
     formula (the one train.json reports), so padding a batch further adds nothing."""
     import train_throughput
 
-    from aiayn.batching import collate
     from aiayn.flops import training_flops
+    from aiayn.train.batching import collate
 
     config = build_config(100, "tiny")
     sources = [np.array([5, 6, 7]), np.array([8] * 9)]

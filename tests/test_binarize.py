@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aiayn.binarize import IndexedDataset, binarize_file, write_indexed
 from aiayn.errors import InputError
-from aiayn.subword import SubwordSettings, load, train_bpe
+from aiayn.prepare.binarize import IndexedDataset, binarize_file, write_indexed
+from aiayn.prepare.subword import SubwordSettings, load, train_bpe
 from tests.conftest import shared
 
 SENTENCES = [[5, 6, 7], [], [9], list(range(10, 60))]

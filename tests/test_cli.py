@@ -99,7 +99,7 @@ def test_a_wheel_installed_into_a_fresh_environment_works_outside_a_checkout(tmp
         assert result.returncode == 0, result.stderr[-3000:]
         return result
 
-    where = run(str(python), "-c", "import aiayn, aiayn.train_settings as t; print(aiayn.__file__)")
+    where = run(str(python), "-c", "import aiayn, aiayn.train.settings as t; print(aiayn.__file__)")
     assert where.stdout.startswith(str(venv)), where.stdout  # the wheel's, not the checkout's
     assert "--experiment" in run(str(aiayn), "translate", "--help").stdout
     config = yaml.safe_load(run(str(aiayn), "config", "--workdir", str(project)).stdout)
@@ -107,7 +107,7 @@ def test_a_wheel_installed_into_a_fresh_environment_works_outside_a_checkout(tmp
 
 
 def test_the_snakefile_validates_against_the_schema_the_package_carries():
-    from aiayn.schema import SCHEMA, SCHEMA_FILE
+    from aiayn.config.schema import SCHEMA, SCHEMA_FILE
 
     assert 'validate(config, "schemas/config.schema.yaml")' in (PROJECT / "Snakefile").read_text()
     assert (PROJECT / SCHEMA).resolve() == SCHEMA_FILE

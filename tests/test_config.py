@@ -11,25 +11,25 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from aiayn.batching import step_plan
+from aiayn.config.experiments import resolve, resolve_evaluation
+from aiayn.config.load import load_config
+from aiayn.config.plan import Plan
+from aiayn.config.study import compose_config
 from aiayn.data.clean import CleanSettings
-from aiayn.decode_settings import DecodeSettings
+from aiayn.decode.settings import DecodeSettings
 from aiayn.errors import InputError
-from aiayn.experiments import resolve, resolve_evaluation
 from aiayn.model_config import TABLE3_ROWS
 from aiayn.paper import paper_steps_per_minute
-from aiayn.plan import Plan
-from aiayn.study import compose_config
-from aiayn.subword import SubwordSettings
-from aiayn.train_settings import TrainSettings
-from aiayn.workflow_config import load_config
+from aiayn.prepare.subword import SubwordSettings
+from aiayn.train.batching import step_plan
+from aiayn.train.settings import TrainSettings
 from tests.conftest import PROJECT, run_snakemake
 
 SCHEMA = str(PROJECT / "schemas" / "config.schema.yaml")
 
 
 def load(name):
-    """A study as its config files compose it (aiayn.study), not yet validated."""
+    """A study as its config files compose it (aiayn.config.study), not yet validated."""
     files = [] if name == "config.yaml" else [PROJECT / name]
     return compose_config(PROJECT / "config.yaml", files)
 
@@ -152,7 +152,7 @@ def test_conda_environment_pins_match_pyproject():
 
 def merged(*names):
     """A study of config.yaml alone or of presets composed, validated as snakemake and
-    `aiayn translate` do (aiayn.workflow_config)."""
+    `aiayn translate` do (aiayn.config.load)."""
     assert names[0] == "config.yaml", names
     return load_config(PROJECT, [PROJECT / name for name in names[1:]])
 
@@ -353,8 +353,8 @@ def test_paper_rows_of_the_presets():
 def test_each_settings_object_has_exactly_its_schema_sections_properties_and_defaults():
     """The schema states each default once; the dataclasses carrying the settings to the code
     have the same fields and take their defaults from it."""
+    from aiayn.config.schema import defaults, section_properties
     from aiayn.parsing.linearize import Linearization
-    from aiayn.schema import defaults, section_properties
 
     for section, settings in (
         ("train", TrainSettings),

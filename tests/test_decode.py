@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from aiayn.decode import (
+from aiayn.decode.incremental import appended, decode_step, start_cache
+from aiayn.decode.search import (
     IncrementalDecoder,
     RecomputingDecoder,
     beam_search,
@@ -17,13 +18,12 @@ from aiayn.decode import (
     length_sorted_batches,
     source_batch,
 )
-from aiayn.decode_settings import DecodeSettings
+from aiayn.decode.settings import DecodeSettings
+from aiayn.decode.translate import translate
 from aiayn.errors import InputError
-from aiayn.incremental import appended, decode_step, start_cache
 from aiayn.model import Transformer
 from aiayn.model_config import build_config
 from aiayn.report.attention import encoder_attention
-from aiayn.translate import translate
 from aiayn.vocab import EOS_ID
 
 W1, W2 = 4, 5  # two "words" after pad 0, unk 1, bos 2, eos 3

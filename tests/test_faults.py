@@ -19,7 +19,7 @@ import psutil
 import pytest
 import torch
 
-from aiayn.checkpoint import load_weights
+from aiayn.train.checkpoint import load_weights
 from tests.conftest import copy_project, quick_experiment, run_snakemake
 
 # In the order the pipeline reaches them.

@@ -5,14 +5,14 @@ import sys
 import pytest
 
 from aiayn.errors import InputError
-from aiayn.launch import launch_command
+from aiayn.train.launch import launch_command
 
 
 def test_one_process_runs_the_trainer_directly():
     assert launch_command("runs/x/experiment.json", 1, 1, env={}) == [
         sys.executable,
         "-m",
-        "aiayn.train",
+        "aiayn.train.trainer",
         "runs/x/experiment.json",
     ]
 
@@ -20,7 +20,7 @@ def test_one_process_runs_the_trainer_directly():
 def test_several_processes_on_one_machine_run_under_torchrun_standalone():
     command = launch_command("runs/x/experiment.json", 4, 1, env={})
     assert command[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4"]
-    assert command[-3:] == ["-m", "aiayn.train", "runs/x/experiment.json"]
+    assert command[-3:] == ["-m", "aiayn.train.trainer", "runs/x/experiment.json"]
 
 
 def test_several_nodes_outside_slurm_are_refused_with_the_fix():

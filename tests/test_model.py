@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from aiayn.incremental import decode_step, start_cache
+from aiayn.decode.incremental import decode_step, start_cache
 from aiayn.model import (
     Embeddings,
     MultiHeadAttention,

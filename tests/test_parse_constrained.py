@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from aiayn.decode import beam_search
-from aiayn.decode_settings import DecodeSettings
+from aiayn.decode.search import beam_search
+from aiayn.decode.settings import DecodeSettings
+from aiayn.decode.translate import source_batch
 from aiayn.parsing.constrained import (
     CLOSE,
     CONTINUATION,
@@ -21,7 +22,6 @@ from aiayn.parsing.constrained import (
     TreeVocabulary,
 )
 from aiayn.parsing.linearize import Linearization, delinearize
-from aiayn.translate import source_batch
 
 PIECES = ["<pad>", "<unk>", "<s>", "</s>", "▁(S", "▁)S", "▁(NP", "▁)NP", "▁NN", "▁DT", "▁the",
           "og", "▁d", "▁)"]  # fmt: skip

@@ -1,4 +1,4 @@
-"""Each data, run and result file name is spelled once, in aiayn.paths, and means the same as a
+"""Each data, run and result file name is spelled once, in aiayn.config.paths, and means the same as a
 rule's pattern and as a concrete file."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import re
 
-from aiayn import paths
+from aiayn.config import paths
 from tests.conftest import PROJECT
 
 # A string that is a path under one of the workflow's output folders (no spaces: not prose).
@@ -48,7 +48,7 @@ def string_literals(path):
 
 
 def test_no_rule_script_or_module_spells_a_file_name_of_its_own():
-    """Rules and code name data, run and result files through aiayn.paths only, so a file name
+    """Rules and code name data, run and result files through aiayn.config.paths only, so a file name
     changes in one place (the rules' logs/ and benchmarks/ follow Snakemake's own layout)."""
     sources = [
         *(PROJECT / "src" / "aiayn").rglob("*.py"),
@@ -67,4 +67,4 @@ def test_no_rule_script_or_module_spells_a_file_name_of_its_own():
         for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1):
             if re.search(r"""f?["'](data|runs|results)/""", line):
                 found.append(f"{source.relative_to(PROJECT)}:{number}: {line.strip()}")
-    assert not found, "file names spelled outside aiayn.paths:\n" + "\n".join(found)
+    assert not found, "file names spelled outside aiayn.config.paths:\n" + "\n".join(found)

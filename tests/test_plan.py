@@ -1,4 +1,4 @@
-"""The workflow's plan of a config (aiayn.plan): the entries, names and file lists the rules ask
+"""The workflow's plan of a config (aiayn.config.plan): the entries, names and file lists the rules ask
 for, on the shipped config and presets, without Snakemake running."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import copy
 
 import pytest
 
+from aiayn.config.load import load_config
+from aiayn.config.plan import FIGURES, Plan
 from aiayn.errors import InputError
-from aiayn.plan import FIGURES, Plan
-from aiayn.workflow_config import load_config
 from tests.conftest import PROJECT
 
 

@@ -578,7 +578,7 @@ def decode_row(figures: dict) -> str:
 def test_readme_layout_map_is_true():
     """Each row's rules are in the named rules file and run the named scripts, and each named
     module is one those scripts import (so the map says what a rule reruns for)."""
-    from aiayn.workflow import package_modules
+    from aiayn.config.workflow import package_modules
 
     readme = (PROJECT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]

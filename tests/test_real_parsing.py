@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from aiayn.binarize import IndexedDataset
-from aiayn.decode_settings import DecodeSettings
+from aiayn.decode.settings import DecodeSettings
+from aiayn.decode.translate import detokenized, load_model, translate
 from aiayn.parsing.constrained import TagLexicon, TreeVocabulary
 from aiayn.parsing.linearize import Linearization
 from aiayn.parsing.score import score_trees
-from aiayn.subword import load
+from aiayn.prepare.binarize import IndexedDataset
+from aiayn.prepare.subword import load
 from aiayn.textio import read_lines
-from aiayn.translate import detokenized, load_model, translate
 from tests.conftest import copy_project, run_snakemake, shared
 from tests.real_data import load_json, write_overlay
 

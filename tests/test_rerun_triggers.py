@@ -1,4 +1,4 @@
-"""Which package files each rule hashes for its rerun trigger (aiayn.workflow.package_modules)."""
+"""Which package files each rule hashes for its rerun trigger (aiayn.config.workflow.package_modules)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from aiayn.workflow import WATCHERS, package_modules
+from aiayn.config.workflow import WATCHERS, package_modules
 from tests.conftest import PROJECT
 
 SRC = PROJECT / "src"
@@ -82,31 +82,37 @@ def test_imports_inside_functions_relative_imports_and_submodules_count(tmp_path
 def test_each_rule_hashes_the_modules_its_stage_runs_and_not_other_stages():
     scripts = PROJECT / "workflow_scripts"
     train = names(package_modules(scripts / "train.py", SRC))
-    assert {"train.py", "loader.py", "batching.py", "model.py", "checkpoint.py"} <= train
+    assert {
+        "train/trainer.py",
+        "train/loader.py",
+        "train/batching.py",
+        "model.py",
+        "train/checkpoint.py",
+    } <= train
     # Decoding one position at a time is decode-only code: changing it must not retrain.
-    decode_only = {"decode.py", "incremental.py", "translate.py"}
-    assert not {*decode_only, "score.py", "report/tables.py", "data/clean.py"} & train
+    decode_only = {"decode/search.py", "decode/incremental.py", "decode/translate.py"}
+    assert not {*decode_only, "score/bleu.py", "report/tables.py", "data/clean.py"} & train
     # a parser's training parses dev for its learning curve (WATCHERS): still not retrained
     assert "parsing/dev_parse.py" not in train
     assert not decode_only & names(package_modules(scripts / "average.py", SRC))
     decode = names(package_modules(scripts / "decode.py", SRC))
-    assert {*decode_only, "batching.py", "model.py", "vocab.py"} <= decode
-    assert "train.py" not in decode
+    assert {*decode_only, "train/batching.py", "model.py", "vocab.py"} <= decode
+    assert "train/trainer.py" not in decode
     assert "data/clean.py" in names(package_modules(scripts / "clean.py", SRC))
     assert "data/clean.py" not in names(package_modules(scripts / "download.py", SRC))
 
 
 def test_editing_the_bpe_trainer_or_the_report_reruns_neither_training_nor_decoding():
     """The special token ids live in vocab.py, so only the stages that train or apply BPE hash
-    subword.py; the paper's numbers live in paper.py, so resolving the config reaches no report
+    prepare/subword.py; the paper's numbers live in paper.py, so resolving the config reaches no report
     module."""
     scripts = PROJECT / "workflow_scripts"
     for script in ("train.py", "average.py", "decode.py"):
         hashed = names(package_modules(scripts / script, SRC))
         assert "vocab.py" in hashed or script == "average.py", script
-        assert "subword.py" not in hashed, script
+        assert "prepare/subword.py" not in hashed, script
         assert not {name for name in hashed if name.startswith("report/")}, script
-    assert "subword.py" in names(package_modules(scripts / "subword.py", SRC))
-    assert "subword.py" in names(package_modules(scripts / "binarize.py", SRC))
-    resolution = names(package_modules(PACKAGE / "experiments.py", SRC))
+    assert "prepare/subword.py" in names(package_modules(scripts / "subword.py", SRC))
+    assert "prepare/subword.py" in names(package_modules(scripts / "binarize.py", SRC))
+    resolution = names(package_modules(PACKAGE / "config" / "experiments.py", SRC))
     assert not {name for name in resolution if name.startswith("report/")}, resolution

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from aiayn.errors import InputError
-from aiayn.score import paired_bootstrap, paper_tokenize, score, split_compounds
+from aiayn.score.bleu import paired_bootstrap, paper_tokenize, score, split_compounds
 from tests.conftest import shared
 
 

@@ -8,12 +8,12 @@ from dataclasses import asdict
 
 import pytest
 
+from aiayn.config.plan import Plan
 from aiayn.errors import InputError
 from aiayn.model_config import build_config
-from aiayn.plan import Plan
 from aiayn.report.tables import TABLE3_CAPTION, ExperimentResult, caption, table2, table3
-from aiayn.score import paired_bootstrap
-from aiayn.seed_stats import summarise
+from aiayn.score.bleu import paired_bootstrap
+from aiayn.score.seed_stats import summarise
 from tests.test_studies import study
 
 WORDS = "the a cat dog sat on mat house big small red blue green old new".split()

@@ -1,4 +1,4 @@
-"""Studies (aiayn.study): config files that add up without leaking the toy study, a name defined
+"""Studies (aiayn.config.study): config files that add up without leaking the toy study, a name defined
 twice refused with both files named, results/<study>/ per study, the paper in one dry run with
 its GPU-hours, and two presets' pairs in one Table 2 (a real run on toy-sized stand-ins)."""
 
@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from aiayn.config.gpu_hours import training_cost
+from aiayn.config.load import load_config
+from aiayn.config.plan import Plan
+from aiayn.config.study import compose_config
 from aiayn.errors import InputError
-from aiayn.gpu_hours import training_cost
-from aiayn.plan import Plan
-from aiayn.study import compose_config
-from aiayn.workflow_config import load_config
 from tests.conftest import PROJECT, copy_project, run_snakemake
 
 
@@ -212,7 +212,7 @@ def test_two_presets_composed_put_both_pairs_in_one_table2(tmp_path):
 
 def test_the_run_record_reads_every_kind_of_score_file(tmp_path):
     """BLEU figures from a translation's score file, EVALB's from a parser's (committed ones)."""
-    from aiayn.run_record import score_record
+    from aiayn.report.run_record import score_record
 
     bleu = score_record(str(PROJECT / "results/toy/scores/tiny/averaged/test.json"))
     assert set(bleu) >= {"sacrebleu", "tokenized_bleu", "chrf", "brevity_penalty", "sentences"}

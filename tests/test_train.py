@@ -17,9 +17,12 @@ import numpy as np
 import pytest
 import torch
 
-from aiayn.batching import collate, shard, step_plan, token_batches
-from aiayn.binarize import IndexedDataset, write_indexed
-from aiayn.checkpoint import (
+from aiayn.errors import InputError
+from aiayn.model import Transformer
+from aiayn.model_config import TransformerConfig
+from aiayn.prepare.binarize import IndexedDataset, write_indexed
+from aiayn.train.batching import collate, shard, step_plan, token_batches
+from aiayn.train.checkpoint import (
     average_weights,
     load_weights,
     prune,
@@ -28,12 +31,9 @@ from aiayn.checkpoint import (
     weights_file,
     weights_files,
 )
-from aiayn.errors import InputError
-from aiayn.loader import BatchStream
-from aiayn.loss import label_smoothed_loss
-from aiayn.model import Transformer
-from aiayn.model_config import TransformerConfig
-from aiayn.schedule import inverse_sqrt_lr, lr_lambda
+from aiayn.train.loader import BatchStream
+from aiayn.train.loss import label_smoothed_loss
+from aiayn.train.schedule import inverse_sqrt_lr, lr_lambda
 from tests.conftest import PROJECT
 
 
@@ -80,7 +80,7 @@ def test_the_sliced_loss_has_the_whole_batch_loss_and_gradients(dtype, kernel, r
     """Slice by slice, or in torch.compile's fused kernels, forward and backward, the loss and
     the logits' gradient are those of one fp32 log-softmax over the whole batch (to fp32
     rounding), for both outputs' gradients, with padding, and in the logits' own dtype."""
-    from aiayn.loss import SmoothedCrossEntropy
+    from aiayn.train.loss import SmoothedCrossEntropy
 
     generator = torch.Generator().manual_seed(3)
     logits = (torch.randn(3, 11, 53, generator=generator) * 4).to(dtype)
@@ -105,12 +105,12 @@ def test_the_sliced_loss_has_the_whole_batch_loss_and_gradients(dtype, kernel, r
 def test_the_loss_is_sliced_to_a_bounded_fp32_size(monkeypatch):
     """label_smoothed_loss slices by SLICE_ELEMENTS: a batch larger than one slice gives the
     same loss as a batch taken whole."""
-    import aiayn.loss
+    import aiayn.train.loss
 
     logits = torch.randn(4, 9, 40)
     target = torch.randint(1, 40, (4, 9))
     whole = label_smoothed_loss(logits, target, 0.1, pad_id=0)
-    monkeypatch.setattr(aiayn.loss, "SLICE_ELEMENTS", 40 * 5)  # 5 rows a slice, 8 slices
+    monkeypatch.setattr(aiayn.train.loss, "SLICE_ELEMENTS", 40 * 5)  # 5 rows a slice, 8 slices
     sliced = label_smoothed_loss(logits, target, 0.1, pad_id=0)
     assert [t.item() for t in sliced] == pytest.approx([t.item() for t in whole], rel=1e-6)
 
@@ -119,13 +119,13 @@ def test_the_loss_kernel_auto_compiles_on_cuda_where_compiling_works(caplog):
     """auto: torch.compile's fused kernels on CUDA (1.67x the base step on an H100), the eager
     slices on a CPU, where compiling needs a C++ toolchain and costs more than it saves; where
     the compiled loss cannot run, auto slices and says why."""
-    from aiayn.loss import resolve_loss_kernel
+    from aiayn.train.loss import resolve_loss_kernel
 
     cpu = torch.device("cpu")
     assert resolve_loss_kernel("auto", cpu, torch.bfloat16) == "sliced"
     assert resolve_loss_kernel("compiled", cpu, torch.float32) == "compiled"  # it compiles here
     if not torch.cuda.is_available():  # a CUDA device this machine cannot use
-        with caplog.at_level(logging.WARNING, logger="aiayn.loss"):
+        with caplog.at_level(logging.WARNING, logger="aiayn.train.loss"):
             assert resolve_loss_kernel("auto", torch.device("cuda"), torch.bfloat16) == "sliced"
         assert "train.loss_kernel auto: compiling the loss failed" in caplog.text
     with pytest.raises(InputError, match="train.loss_kernel 'fast' is not one of auto, sliced"):
@@ -137,7 +137,7 @@ def test_a_machine_that_cannot_compile_the_loss_is_told_before_the_first_step(tm
     kernel cache): a clear error naming the setting and both ways out, before any training."""
     check = (
         "import torch\n"
-        "from aiayn.loss import resolve_loss_kernel\n"
+        "from aiayn.train.loss import resolve_loss_kernel\n"
         "resolve_loss_kernel('compiled', torch.device('cpu'), torch.float32)\n"
     )
     env = {**os.environ, "CXX": "/nonexistent/g++", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
@@ -432,7 +432,7 @@ def run_training(
     """Train in a subprocess, as the workflow does; `file_bytes` caps the size of any file it
     writes (RLIMIT_FSIZE: a write past it fails as on a full disk)."""
     if processes == 1:
-        command = [sys.executable, "-m", "aiayn.train", str(spec)]
+        command = [sys.executable, "-m", "aiayn.train.trainer", str(spec)]
     else:
         command = [
             sys.executable,
@@ -441,7 +441,7 @@ def run_training(
             "--standalone",
             f"--nproc_per_node={processes}",
             "-m",
-            "aiayn.train",
+            "aiayn.train.trainer",
             str(spec),
         ]
     env = {
@@ -620,8 +620,8 @@ def test_a_compiled_model_or_loss_trains_like_the_eager_one(tmp_path, copy_data)
 
 NON_FINITE_STEP = """
 import json, sys
-from aiayn.train import Trainer
-from aiayn.train_settings import Experiment
+from aiayn.train.trainer import Trainer
+from aiayn.train.settings import Experiment
 
 trainer = Trainer(Experiment.from_json(sys.argv[1]))
 poisoned = {"now": False}
@@ -748,9 +748,9 @@ GRADIENT_OF_ONE_STEP = """
 import sys, torch
 import deepspeed
 from deepspeed.utils import safe_get_full_grad
-from aiayn.loss import label_smoothed_loss
-from aiayn.train import Trainer
-from aiayn.train_settings import Experiment
+from aiayn.train.loss import label_smoothed_loss
+from aiayn.train.trainer import Trainer
+from aiayn.train.settings import Experiment
 
 spec, summing, out = sys.argv[1:4]
 if summing == "bf16":  # the control: DeepSpeed's own default, gradients summed in bf16
@@ -1017,7 +1017,7 @@ def test_a_build_lock_left_by_a_killed_start_is_removed(tmp_path, monkeypatch, c
     """A start killed while torch compiled DeepSpeed's CPU op left its lock, on which every
     later start would wait forever (found by tests/test_faults.py); a lock still young may be a
     build in progress and is kept."""
-    from aiayn.engine import STALE_BUILD_SECONDS, clear_stale_build_locks
+    from aiayn.train.engine import STALE_BUILD_SECONDS, clear_stale_build_locks
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     stale, young = tmp_path / "deepspeed_shm_comm" / "lock", tmp_path / "deepspeed_x" / "lock"
@@ -1035,9 +1035,9 @@ def test_a_build_lock_left_by_a_killed_start_is_removed(tmp_path, monkeypatch, c
 def test_deepspeed_never_waits_for_the_device_to_time_a_step():
     """DeepSpeed's throughput timer synchronises the device at every forward and step by
     default, so the next batch could never be prepared while the GPU computes."""
-    from aiayn.engine import deepspeed_engine, init_process
     from aiayn.model_config import build_config
-    from aiayn.train_settings import TrainSettings
+    from aiayn.train.engine import deepspeed_engine, init_process
+    from aiayn.train.settings import TrainSettings
 
     _, _, device = init_process()
     model = Transformer(build_config(50, "tiny"))
@@ -1052,7 +1052,7 @@ def test_a_lone_process_handed_a_busy_port_picks_another():
     busy one) is not a launcher's: it is not trusted either."""
     script = (
         "import os, socket\n"
-        "import aiayn.engine as engine\n"
+        "import aiayn.train.engine as engine\n"
         "busy = socket.socket(); busy.bind(('127.0.0.1', 0)); busy.listen()\n"
         "taken = busy.getsockname()[1]\n"
         "os.environ['MASTER_PORT'] = str(taken)\n"

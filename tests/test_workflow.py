@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from aiayn.binarize import IndexedDataset
-from aiayn.subword import load
+from aiayn.prepare.binarize import IndexedDataset
+from aiayn.prepare.subword import load
 from tests.conftest import (
     PROJECT,
     copy_project,

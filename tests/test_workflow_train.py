@@ -18,7 +18,7 @@ import pytest
 import torch
 import yaml
 
-from aiayn.checkpoint import load_weights
+from aiayn.train.checkpoint import load_weights
 from tests.conftest import copy_project, edit_config, quick_experiment, run_snakemake
 
 pytestmark = pytest.mark.workflow
@@ -190,9 +190,9 @@ def planned_rules(root: Path) -> set[str]:
 @pytest.mark.parametrize(
     ("module", "reruns", "leaves"),
     [
-        ("loader.py", {"train", "average", "decode"}, {"download", "clean", "binarize"}),
-        ("decode.py", {"decode", "score"}, {"train", "average", "binarize"}),
-        ("incremental.py", {"decode", "score"}, {"train", "average", "binarize"}),
+        ("train/loader.py", {"train", "average", "decode"}, {"download", "clean", "binarize"}),
+        ("decode/search.py", {"decode", "score"}, {"train", "average", "binarize"}),
+        ("decode/incremental.py", {"decode", "score"}, {"train", "average", "binarize"}),
     ],
 )
 def test_editing_a_module_reruns_the_rules_that_import_it(default_run, module, reruns, leaves):

@@ -3,12 +3,12 @@
 import numpy as np
 import sentencepiece as spm
 
+from aiayn.decode.translate import load_model, pick_device
 from aiayn.logs import run_stage
 from aiayn.report import figures
 from aiayn.report.attention import encoder_attention, figure_layer
 from aiayn.report.output import save_figure
 from aiayn.textio import atomic_output
-from aiayn.translate import load_model, pick_device
 
 
 def main():

@@ -3,8 +3,8 @@
 import json
 import logging
 
-from aiayn.checkpoint import average_weights, save_weights
 from aiayn.logs import run_stage
+from aiayn.train.checkpoint import average_weights, save_weights
 
 
 def main():

@@ -1,8 +1,8 @@
 """Rule binarize: encode both sides of one split into .bin/.idx token arrays."""
 
-from aiayn.binarize import binarize_file
 from aiayn.logs import run_stage, save_record
-from aiayn.subword import load
+from aiayn.prepare.binarize import binarize_file
+from aiayn.prepare.subword import load
 
 
 def main():

@@ -6,12 +6,12 @@ import logging
 import sentencepiece as spm
 import torch
 
-from aiayn.binarize import IndexedDataset
-from aiayn.decode_settings import DecodeSettings
+from aiayn.decode.settings import DecodeSettings
+from aiayn.decode.translate import check_vocabulary, detokenized, load_model, pick_device, translate
 from aiayn.logs import run_stage, save_record
 from aiayn.parsing.constrained import TagLexicon, TreeVocabulary
+from aiayn.prepare.binarize import IndexedDataset
 from aiayn.textio import read_lines, write_lines
-from aiayn.translate import check_vocabulary, detokenized, load_model, pick_device, translate
 
 
 def weights_path() -> str:

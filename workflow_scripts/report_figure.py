@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from aiayn import paths
+from aiayn.config import paths
 from aiayn.logs import run_stage
 from aiayn.report import figures
 from aiayn.report.output import save_figure

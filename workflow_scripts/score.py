@@ -4,7 +4,7 @@ import json
 import logging
 
 from aiayn.logs import run_stage, save_record
-from aiayn.score import paired_bootstrap, score
+from aiayn.score.bleu import paired_bootstrap, score
 from aiayn.textio import read_lines
 
 

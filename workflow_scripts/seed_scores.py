@@ -3,7 +3,7 @@
 import logging
 
 from aiayn.logs import run_stage, save_record
-from aiayn.seed_stats import summarise
+from aiayn.score.seed_stats import summarise
 from aiayn.textio import read_lines
 
 

@@ -1,7 +1,7 @@
 """Rule subword: train the dataset's shared sentencepiece BPE model."""
 
 from aiayn.logs import native_stderr_to, run_stage, save_record
-from aiayn.subword import SubwordSettings, train_bpe
+from aiayn.prepare.subword import SubwordSettings, train_bpe
 
 
 def main():

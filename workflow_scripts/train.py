@@ -1,11 +1,10 @@
 """Rule train: write runs/{experiment}/experiment.json and launch the trainer on it.
 
-One process runs `python -m aiayn.train`; several on one machine run under torchrun; inside a
-SLURM allocation, srun starts one torchrun per node (aiayn.launch). Resuming from the newest
-checkpoint in runs/{experiment}/checkpoints/ is automatic. SIGTERM or SIGUSR1 (a time limit,
-a preemption) is passed on to the trainer, which checkpoints and exits; the job then fails, so
-that Snakemake's retries or SLURM's requeue run it again from that checkpoint.
-"""
+One process runs `python -m aiayn.train.trainer`; several on one machine run under torchrun; inside
+a SLURM allocation, srun starts one torchrun per node (aiayn.train.launch). Resuming from the newest
+checkpoint in runs/{experiment}/checkpoints/ is automatic. SIGTERM or SIGUSR1 (a time limit, a
+preemption) is passed on to the trainer, which checkpoints and exits; the job then fails, so that
+Snakemake's retries or SLURM's requeue run it again from that checkpoint."""
 
 import json
 import os
@@ -13,11 +12,11 @@ import signal
 import subprocess
 from pathlib import Path
 
-from aiayn import paths
+from aiayn.config import paths
 from aiayn.errors import InputError
-from aiayn.launch import launch_command
 from aiayn.logs import run_stage
-from aiayn.train import STOP_SIGNALS
+from aiayn.train.launch import launch_command
+from aiayn.train.trainer import STOP_SIGNALS
 
 
 def main():

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_translate(args: argparse.Namespace) -> int:
-    from aiayn.translate import translate_lines
+    from aiayn.decode.translate import translate_lines
 
     model_path, subword_path, settings, trained_words = locate(args)
     lines = read_input(args.input)
@@ -100,7 +100,7 @@ def run_translate(args: argparse.Namespace) -> int:
 def run_config(args: argparse.Namespace) -> int:
     import yaml
 
-    from aiayn.workflow_config import load_config
+    from aiayn.config.load import load_config
 
     root = args.workdir
     config = load_config(root, [root / path for path in args.configfile])
@@ -110,10 +110,10 @@ def run_config(args: argparse.Namespace) -> int:
 
 def locate(args: argparse.Namespace):
     """The averaged model, BPE model and decode settings of the experiment, with overrides."""
-    from aiayn import paths
-    from aiayn.experiments import resolve_evaluation
-    from aiayn.plan import Plan
-    from aiayn.workflow_config import load_config
+    from aiayn.config import paths
+    from aiayn.config.experiments import resolve_evaluation
+    from aiayn.config.load import load_config
+    from aiayn.config.plan import Plan
 
     root = args.workdir
     config = load_config(root, [root / path for path in args.configfile])

@@ -14,9 +14,9 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import asdict, dataclass
 
+from aiayn.config.schema import defaults
 from aiayn.errors import InputError
 from aiayn.logs import progress
-from aiayn.schema import defaults
 from aiayn.textio import LineStats, atomic_output, count_lines, read_lines
 
 REASONS = ("empty", "too_long", "length_ratio")

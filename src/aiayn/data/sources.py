@@ -19,10 +19,10 @@ import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from aiayn.config.schema import source_defaults
 from aiayn.data import toy
 from aiayn.errors import InputError
 from aiayn.logs import progress
-from aiayn.schema import source_defaults
 from aiayn.textio import atomic_output
 
 log = logging.getLogger(__name__)

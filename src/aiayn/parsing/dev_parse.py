@@ -15,13 +15,13 @@ import time
 import sentencepiece as spm
 import torch
 
-from aiayn.binarize import IndexedDataset
-from aiayn.decode_settings import DecodeSettings
+from aiayn.decode.settings import DecodeSettings
+from aiayn.decode.translate import detokenized, translate
 from aiayn.parsing.constrained import TagLexicon, TreeVocabulary
 from aiayn.parsing.linearize import Linearization
 from aiayn.parsing.score import score_trees
+from aiayn.prepare.binarize import IndexedDataset
 from aiayn.textio import read_lines
-from aiayn.translate import detokenized, translate
 
 # Room for a whole tree after the input's length: a linearized tree has about three pieces a
 # word (brackets, tag, the word's pieces), so the decode block of configs/parsing.yaml allows 300.

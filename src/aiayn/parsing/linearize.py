@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from aiayn.config.schema import defaults
 from aiayn.parsing.trees import ROOT, Tree
-from aiayn.schema import defaults
 
 UNKNOWN_TAG = "XX"
 # A word's tag when the output gives none (xx, or a word the output left out): the Treebank tags

@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
+from aiayn.config.schema import source_defaults
 from aiayn.errors import InputError
 from aiayn.logs import progress
 from aiayn.parsing.linearize import Linearization, linearize
 from aiayn.parsing.trees import Tree, clean_tree, read_trees
-from aiayn.schema import source_defaults
 from aiayn.textio import atomic_output
 
 log = logging.getLogger(__name__)

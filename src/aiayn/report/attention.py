@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from aiayn.decode import source_batch
+from aiayn.decode.search import source_batch
+from aiayn.decode.translate import check_fits
 from aiayn.model import Transformer
-from aiayn.translate import check_fits
 
 
 @torch.no_grad()

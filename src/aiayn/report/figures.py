@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from aiayn.schedule import inverse_sqrt_lr  # noqa: E402
+from aiayn.train.schedule import inverse_sqrt_lr  # noqa: E402
 
 
 def learning_rate(schedules: dict[str, dict]):

@@ -139,7 +139,7 @@ def with_test(columns: dict, test: dict, significance: float) -> dict:
 
 def seed_confidence(record: dict, significance: float, columns: dict, prefix: str) -> dict:
     """The same columns from an experiment's record over seeds: each mean's 95% half-width over
-    seeds and sentences, and the seed-aware test (aiayn.seed_stats)."""
+    seeds and sentences, and the seed-aware test (aiayn.score.seed_stats)."""
     columns[f"{prefix}BLEU (tok.) ±95%"] = round(record["tokenized_bleu"]["ci95"], 2)
     columns[f"{prefix}sacreBLEU ±95%"] = round(record["sacrebleu"]["ci95"], 2)
     return with_test(columns, record["test"], significance)
@@ -367,7 +367,7 @@ SEEDS_NOTE = (
     "An experiment trained with several seeds (`seeds` column) shows the mean over seeds, "
     "the sample standard deviation over seeds (sd), the mean cost of one run, a ±95% half-width "
     "and p from a two-level paired bootstrap that resamples seeds as well as sentences "
-    "(aiayn.seed_stats: Davison & Hinkley 1997, 3.8; replicates as Clark et al. 2011 ask; "
+    "(aiayn.score.seed_stats: Davison & Hinkley 1997, 3.8; replicates as Clark et al. 2011 ask; "
     "results/<study>/seeds/), so a difference marked * holds across training runs, not only "
     "across test sentences."
 )

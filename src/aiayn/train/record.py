@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from aiayn import paths
-from aiayn.engine import compiled_graphs, ranks_agree
+from aiayn.config import paths
 from aiayn.flops import RATE_METHOD, device_name, sustained_tflops
 from aiayn.textio import atomic_output
+from aiayn.train.engine import compiled_graphs, ranks_agree
 
 if TYPE_CHECKING:
-    from aiayn.train import Trainer
+    from aiayn.train.trainer import Trainer
 
-log = logging.getLogger("aiayn.train")
+log = logging.getLogger("aiayn.train.trainer")
 
 
 @dataclass

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import torch
 
-from aiayn import checkpoint as ckpt
-from aiayn import paths
+from aiayn.config import paths
 from aiayn.errors import InputError, StorageError
 from aiayn.textio import atomic_output
-from aiayn.train_settings import Experiment
+from aiayn.train import checkpoint as ckpt
+from aiayn.train.settings import Experiment
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from aiayn.train_settings import TrainSettings
+from aiayn.train.settings import TrainSettings
 
 
 class TrainingClock:

@@ -33,7 +33,7 @@ def slurm_hosts(job_id: str) -> list[str]:
 def launch_command(experiment_json: str, processes: int, nodes: int, env=None) -> list[str]:
     """The command line that trains `experiment_json` with `processes` per node on `nodes`."""
     env = os.environ if env is None else env
-    trainer = ["-m", "aiayn.train", experiment_json]
+    trainer = ["-m", "aiayn.train.trainer", experiment_json]
     job_id = env.get("SLURM_JOB_ID")
     if nodes > 1 and not job_id:
         raise InputError(

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from aiayn import gpu_hours, paths
+from aiayn.config import gpu_hours, paths
+from aiayn.config.experiments import resolve, resolve_evaluation
 from aiayn.errors import InputError
-from aiayn.experiments import resolve, resolve_evaluation
 
 TABLES = ("params", "table2", "table3", "table4")
 FIGURES = ("learning_rate", "loss_curves", "averaging")

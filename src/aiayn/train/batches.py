@@ -11,12 +11,12 @@ import logging
 
 import numpy as np
 
-from aiayn.batching import real_tokens_per_step, shard, token_batches
-from aiayn.binarize import IndexedDataset
 from aiayn.errors import InputError
-from aiayn.train_settings import Experiment
+from aiayn.prepare.binarize import IndexedDataset
+from aiayn.train.batching import real_tokens_per_step, shard, token_batches
+from aiayn.train.settings import Experiment
 
-log = logging.getLogger("aiayn.train")
+log = logging.getLogger("aiayn.train.trainer")
 
 
 class TrainingBatches:

@@ -3,7 +3,7 @@
 Each default is written once, in the schema, where users read it and where `validate()` fills
 it into the config; the dataclasses that carry the settings to the code take their field
 defaults from there, so a script, a test or a benchmark that builds settings by hand gets the
-workflow's defaults. The schema ships inside the package (`aiayn/config.schema.yaml`), so a
+workflow's defaults. The schema ships inside the package (`aiayn/config/config.schema.yaml`), so a
 wheel or a non-editable `pip install .` carries it; the checkout's `schemas/config.schema.yaml`,
 which the Snakefile validates against, is a link to the same file.
 """

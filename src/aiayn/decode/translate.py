@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from aiayn.checkpoint import load_weights
-from aiayn.decode import (
+from aiayn.decode.search import (
     Hypothesis,
     IncrementalDecoder,
     RecomputingDecoder,
@@ -22,12 +21,13 @@ from aiayn.decode import (
     length_sorted_batches,
     source_batch,
 )
-from aiayn.decode_settings import DecodeSettings
+from aiayn.decode.settings import DecodeSettings
 from aiayn.errors import InputError
 from aiayn.logs import progress
 from aiayn.model import Transformer
 from aiayn.model_config import TransformerConfig
 from aiayn.parsing.constrained import TagLexicon, TreeConstrained, TreeVocabulary
+from aiayn.train.checkpoint import load_weights
 
 
 def pick_device(name: str = "auto") -> torch.device:

@@ -45,15 +45,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from aiayn.batching import round_up
-from aiayn.decode_settings import DecodeSettings, check_decoder
-from aiayn.incremental import (
+from aiayn.decode.incremental import (
     FixedRowCache,
     compiled_step,
     decode_step,
     decode_step_fixed,
     start_cache,
 )
+from aiayn.decode.settings import DecodeSettings, check_decoder
+from aiayn.train.batching import round_up
 from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
 
 

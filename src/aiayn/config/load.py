@@ -1,7 +1,7 @@
 """The workflow's config as `snakemake` sees it, for commands that run outside the workflow.
 
 The same steps the Snakefile takes: config.yaml, or the config files composed into one study
-(aiayn.study), then `--config`-style overrides, then validated against the schema the package
+(aiayn.config.study), then `--config`-style overrides, then validated against the schema the package
 carries (which fills in every default), with optional datasets whose data is absent left out.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from aiayn.config.schema import SCHEMA, SCHEMA_FILE
+from aiayn.config.study import absent_optional_datasets, compose_config, without_datasets
 from aiayn.errors import InputError
-from aiayn.schema import SCHEMA, SCHEMA_FILE
-from aiayn.study import absent_optional_datasets, compose_config, without_datasets
 
 
 def load_config(root: Path, configfiles: list[Path] = (), overrides: dict | None = None) -> dict:

@@ -38,7 +38,7 @@ def subword_file(suffix="model", dataset="{dataset}") -> str:
     return f"data/{dataset}/spm/bpe.{suffix}"
 
 
-# Files of a run folder besides its checkpoints and weights (aiayn.run_folder's):
+# Files of a run folder besides its checkpoints and weights (aiayn.train.run_folder's):
 EXPERIMENT_SPEC = "experiment.json"  # the resolved experiment the trainer reads
 TRAIN_LOG = "train.jsonl"  # losses and dev scores, one line per logged step
 TRAIN_SUMMARY = "train.json"  # written last: steps, losses, the last checkpoint's weights
@@ -68,7 +68,8 @@ def decode_output(suffix, experiment="{experiment}", checkpoint="{checkpoint}", 
     return f"{run_dir(experiment)}/decode/{checkpoint}/{split}.{suffix}"
 
 
-# Results: each study's under results/<study>/ (aiayn.study), so studies never touch each other's.
+# Results: each study's under results/<study>/ (aiayn.config.study), so studies never touch
+# each other's.
 
 
 def results_dir(study="{study}") -> str:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from aiayn.config.schema import defaults
 from aiayn.errors import InputError
-from aiayn.schema import defaults
 from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 log = logging.getLogger(__name__)

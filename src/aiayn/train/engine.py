@@ -16,8 +16,8 @@ import torch
 
 from aiayn.errors import InputError
 from aiayn.model import Transformer
-from aiayn.schedule import lr_lambda
-from aiayn.train_settings import TrainSettings
+from aiayn.train.schedule import lr_lambda
+from aiayn.train.settings import TrainSettings
 
 log = logging.getLogger(__name__)
 # Far longer than a build of DeepSpeed's CPU communication op (about half a minute on 2 cores).
@@ -42,10 +42,10 @@ def init_process() -> tuple[int, int, torch.device]:
         ("MASTER_ADDR", "127.0.0.1"),
     ):
         os.environ.setdefault(key, value)
-    # torchrun (also as srun starts it, aiayn.launch) or another launcher of several processes:
-    # their port, as given. A lone process picks its own, whatever MASTER_PORT it inherited (a
-    # shell's, or one an earlier in-process start left): two trainings that Snakemake runs side
-    # by side would otherwise both listen on it (CI saw EADDRINUSE so).
+    # torchrun (also as srun starts it, aiayn.train.launch) or another launcher of several
+    # processes: their port, as given. A lone process picks its own, whatever MASTER_PORT it
+    # inherited (a shell's, or one an earlier in-process start left): two trainings that Snakemake
+    # runs side by side would otherwise both listen on it (CI saw EADDRINUSE so).
     launched = "TORCHELASTIC_RUN_ID" in os.environ or int(os.environ["WORLD_SIZE"]) > 1
     os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
     clear_stale_build_locks()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from aiayn.binarize import positions_within
+from aiayn.prepare.binarize import positions_within
 from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
 
 

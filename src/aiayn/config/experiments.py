@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from aiayn import paths
-from aiayn.decode_settings import DecodeSettings
+from aiayn.config import paths
+from aiayn.decode.settings import DecodeSettings
 from aiayn.errors import InputError
 from aiayn.model_config import build_config
 from aiayn.paper import TABLE3
-from aiayn.train_settings import TrainSettings
+from aiayn.train.settings import TrainSettings
 
 
 def dataset_of(experiment: dict, datasets: dict) -> dict:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiayn import paths
+from aiayn.config import paths
 from aiayn.flops import forward_flops
 from aiayn.model_config import TransformerConfig, build_config
 from aiayn.paper import PAPER_VOCABULARY, paper_steps_per_minute

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from aiayn.batching import Batch, collate
+from aiayn.train.batching import Batch, collate
 
 Position = tuple[int, int]  # (epoch, batches of that epoch already passed)
 

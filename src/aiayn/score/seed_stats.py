@@ -29,7 +29,7 @@ import numpy as np
 from sacrebleu.metrics import BLEU
 
 from aiayn.errors import InputError
-from aiayn.score import BOOTSTRAP_RESAMPLES, paper_tokenize
+from aiayn.score.bleu import BOOTSTRAP_RESAMPLES, paper_tokenize
 
 TEST_METHOD = (
     "two-level paired bootstrap over seeds and sentences (Davison & Hinkley 1997, 3.8; "

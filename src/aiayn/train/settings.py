@@ -11,8 +11,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from aiayn.config.schema import defaults
 from aiayn.model_config import TransformerConfig
-from aiayn.schema import defaults
 
 DEFAULTS = defaults("train")  # schemas/config.schema.yaml
 
@@ -36,7 +36,7 @@ class TrainSettings:
     ]  # auto (bf16 where the device has it), bf16, bf16-autocast, fp32
     zero_stage: int = DEFAULTS["zero_stage"]
     compile: bool = DEFAULTS["compile"]  # torch.compile for training (same maths, faster)
-    loss_kernel: str = DEFAULTS["loss_kernel"]  # auto, sliced or compiled (aiayn.loss)
+    loss_kernel: str = DEFAULTS["loss_kernel"]  # auto, sliced or compiled (aiayn.train.loss)
     checkpoint_every_steps: int | None = DEFAULTS["checkpoint_every_steps"]
     checkpoint_every_minutes: float | None = DEFAULTS["checkpoint_every_minutes"]
     keep_states: int = DEFAULTS["keep_states"]  # full training states kept for resuming

@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from aiayn import paths
+from aiayn.config import paths
 from aiayn.textio import atomic_output
 
 INVOCATION = "AIAYN_INVOCATION"  # the main snakemake process's command and start, for its jobs

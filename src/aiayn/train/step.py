@@ -14,13 +14,13 @@ from collections.abc import Callable
 
 import torch
 
-from aiayn.batching import collate
 from aiayn.flops import training_flops
-from aiayn.loader import BatchStream
-from aiayn.loss import label_smoothed_loss
 from aiayn.model_config import TransformerConfig
-from aiayn.train_batches import TrainingBatches
-from aiayn.train_settings import TrainSettings
+from aiayn.train.batches import TrainingBatches
+from aiayn.train.batching import collate
+from aiayn.train.loader import BatchStream
+from aiayn.train.loss import label_smoothed_loss
+from aiayn.train.settings import TrainSettings
 
 VOTES = ("save", "last", "stop")
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class Steps:
         self.engine, self.data, self.model, self.settings = engine, data, model, settings
         self.accumulation, self.all_reduce = accumulation, all_reduce
         self.rank, self.world, self.device = rank, world, device
-        self.loss_kernel = loss_kernel  # resolved: sliced or compiled (aiayn.loss)
+        self.loss_kernel = loss_kernel  # resolved: sliced or compiled (aiayn.train.loss)
 
     def step(
         self, state: dict, votes: dict[str, bool], newest: Callable[[], object]

@@ -1,7 +1,7 @@
 """Training (section 5 of the paper) with the DeepSpeed engine, on any device, CPU included.
 
-    python -m aiayn.train runs/EXP/experiment.json                       # one process
-    torchrun --standalone --nproc_per_node 8 -m aiayn.train runs/EXP/experiment.json
+    python -m aiayn.train.trainer runs/EXP/experiment.json                       # one process
+    torchrun --standalone --nproc_per_node 8 -m aiayn.train.trainer runs/EXP/experiment.json
 
 Each optimizer step sees `tokens_per_step` real (unpadded) source and target tokens, whatever the
 number of processes: every process takes batches of its own shard, each holding its share of the
@@ -29,23 +29,23 @@ import sys
 
 import torch
 
-from aiayn import paths
-from aiayn.batching import step_plan
-from aiayn.engine import deepspeed_engine, init_process, resolve_precision, sum_over_processes
+from aiayn.config import paths
 from aiayn.errors import InputError
-from aiayn.loader import BatchStream
 from aiayn.logs import progress, setup_logging
-from aiayn.loss import resolve_loss_kernel
 from aiayn.model import Transformer
 from aiayn.parsing.dev_parse import DevParser
-from aiayn.run_folder import RunFolder
-from aiayn.train_batches import TrainingBatches
-from aiayn.train_record import LogWindow, TrainLog, write_summary
-from aiayn.train_settings import Experiment
-from aiayn.train_step import Diverged, Steps
-from aiayn.train_timing import TrainingClock
+from aiayn.train.batches import TrainingBatches
+from aiayn.train.batching import step_plan
+from aiayn.train.engine import deepspeed_engine, init_process, resolve_precision, sum_over_processes
+from aiayn.train.loader import BatchStream
+from aiayn.train.loss import resolve_loss_kernel
+from aiayn.train.record import LogWindow, TrainLog, write_summary
+from aiayn.train.run_folder import RunFolder
+from aiayn.train.settings import Experiment
+from aiayn.train.step import Diverged, Steps
+from aiayn.train.timing import TrainingClock
 
-log = logging.getLogger("aiayn.train")
+log = logging.getLogger("aiayn.train.trainer")
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 

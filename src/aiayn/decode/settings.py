@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aiayn.schema import defaults
+from aiayn.config.schema import defaults
 
 DEFAULTS = defaults("decode")  # schemas/config.schema.yaml
-# How the decoder keeps the self-attention keys/values of earlier positions (aiayn.incremental):
-# moved to each hypothesis's new row at every step, or left where computed (an ancestry table).
+# How the decoder keeps the self-attention keys/values of earlier positions
+# (aiayn.decode.incremental): moved to each hypothesis's new row at every step, or left where
+# computed (an ancestry table).
 CACHES = ("gather", "ancestry")
 
 
