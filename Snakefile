@@ -45,10 +45,10 @@ config.update(without_datasets(config, absent))
 include: "rules/common.smk"
 
 
-plan.check_experiments()  # before the rules resolve experiments, so a bad one is named clearly
+plan.runs.check()  # before the rules resolve experiments, so a bad one is named clearly
 # The bill before any job runs (a dry run is the place to read it).
 if workflow.is_main_process:
-    logger.info(plan.gpu_hours_report())
+    logger.info(plan.report.gpu_hours())
 
 
 include: "rules/data.smk"
@@ -66,10 +66,10 @@ rule all:
     tables, figures, and the run record (results/<study>/run.json)."""
     default_target: True
     input:
-        plan.prepared_data_files(),
-        plan.averaged_models(),
-        plan.score_files(),
-        plan.seed_score_files(),
-        plan.translation_files(),
-        plan.report_files(),
+        plan.data.prepared_files(),
+        plan.outputs.averaged_models(),
+        plan.outputs.score_files(),
+        plan.outputs.seed_score_files(),
+        plan.outputs.translation_files(),
+        plan.report.files(),
         paths.run_record(plan.study),

@@ -44,7 +44,7 @@ def locate(workdir: Path, configfiles: list[Path], name: str, split: str | None)
     from aiayn.train.checkpoint import weights_files
 
     config = load_config(workdir, [workdir / path for path in configfiles])
-    entry = Plan(config).experiment_entry(name)
+    entry = Plan(config).runs.entry(name)
     evaluation = resolve_evaluation(entry, config["datasets"])
     dataset = config["datasets"][entry["dataset"]]
     split = split or entry["dev_split"]

@@ -19,7 +19,7 @@ rule binarize:
         "envs/aiayn.yaml"
     threads: 4
     params:
-        prefixes=lambda wildcards: plan.split_sides(
+        prefixes=lambda wildcards: plan.data.split_sides(
             "bin", wildcards.dataset, wildcards.split
         ),
         code=code_version("binarize.py"),

@@ -1,9 +1,10 @@
 """What only Snakemake needs: the plan of the config, wildcard patterns, code versions and the
 input functions (taking `wildcards`) that give one job's inputs.
 
-File names come from aiayn.config.paths, config look-ups from `plan` (aiayn.config.plan.Plan, plain Python and
-unit-tested there): its `*_entry` methods return a config entry, `*_files` lists of files for
-targets.
+File names come from aiayn.config.paths, config look-ups from `plan` (aiayn.config.plan.Plan,
+plain Python and unit-tested there), through its four parts: `plan.data` (datasets and splits),
+`plan.runs` (experiments, seeds, settings, baselines), `plan.outputs` (models, translations,
+scores) and `plan.report` (tables, figures, the run record).
 """
 
 import hashlib
@@ -69,13 +70,13 @@ def other_names_pattern(names, characters):
 
 def checked_split_source(wildcards):
     """The split's source, after checking the file name's language pair against the dataset."""
-    langs = plan.dataset_entry(wildcards.dataset)["langs"]
+    langs = plan.data.entry(wildcards.dataset)["langs"]
     if [wildcards.src, wildcards.tgt] != langs:
         raise ValueError(
-            f"dataset {wildcards.dataset!r} translates {plan.dataset_pair(wildcards.dataset)}, "
+            f"dataset {wildcards.dataset!r} translates {plan.data.pair(wildcards.dataset)}, "
             f"not {wildcards.src}-{wildcards.tgt}"
         )
-    return plan.split_source(wildcards.dataset, wildcards.split)
+    return plan.data.split_source(wildcards.dataset, wildcards.split)
 
 
 def local_inputs(wildcards):
@@ -83,7 +84,7 @@ def local_inputs(wildcards):
     spec = checked_split_source(wildcards)
     if spec["source"] != "local":
         return []
-    entry = plan.dataset_entry(wildcards.dataset)
+    entry = plan.data.entry(wildcards.dataset)
     return [
         f for f in local_files(spec, entry["langs"], entry["root"]) if not is_url(f)
     ]
@@ -94,7 +95,7 @@ def treebank_files(wildcards):
     when they cannot be found (the job then says why)."""
     try:
         spec = checked_split_source(wildcards)
-        return select_files(spec, plan.dataset_entry(wildcards.dataset)["root"])
+        return select_files(spec, plan.data.entry(wildcards.dataset)["root"])
     except InputError:
         return []
 
@@ -102,12 +103,12 @@ def treebank_files(wildcards):
 def trainer_data(wildcards):
     """The binarized train and dev splits an experiment reads, and for a parser that parses dev
     as it trains (train.dev_parse_sentences), the files those parses read."""
-    name = plan.experiment_dataset(wildcards.experiment)
-    dev = plan.experiment_entry(wildcards.experiment)["dev_split"]
-    files = plan.trainer_spec(wildcards.experiment).get("dev_parse", {})
+    name = plan.runs.dataset(wildcards.experiment)
+    dev = plan.runs.entry(wildcards.experiment)["dev_split"]
+    files = plan.runs.trainer_spec(wildcards.experiment).get("dev_parse", {})
     return {
-        "train_data": plan.split_sides("bin", name, "train", (".bin", ".idx")),
-        "dev_data": plan.split_sides("bin", name, dev, (".bin", ".idx")),
+        "train_data": plan.data.split_sides("bin", name, "train", (".bin", ".idx")),
+        "dev_data": plan.data.split_sides("bin", name, dev, (".bin", ".idx")),
         "dev_parse": [
             files[key] for key in ("words", "gold_trees", "subword") if key in files
         ]
@@ -124,45 +125,45 @@ def decode_model(wildcards):
 
 def decode_source(wildcards):
     """The binarized source side of the split being decoded."""
-    name = plan.experiment_dataset(wildcards.experiment)
-    return plan.split_sides("bin", name, wildcards.split, (".bin", ".idx"))[:2]
+    name = plan.runs.dataset(wildcards.experiment)
+    return plan.data.split_sides("bin", name, wildcards.split, (".bin", ".idx"))[:2]
 
 
 def reference_text(wildcards):
     """The target side of the split being scored, as the clean stage passed it (verbatim)."""
-    name = plan.experiment_dataset(wildcards.experiment)
-    return plan.split_sides("clean", name, wildcards.split)[1]
+    name = plan.runs.dataset(wildcards.experiment)
+    return plan.data.split_sides("clean", name, wildcards.split)[1]
 
 
 def parser_words(wildcards):
     """The source side of a parsing split: the words the output trees are built over."""
-    name = plan.experiment_dataset(wildcards.experiment)
-    return plan.split_sides("clean", name, wildcards.split)[0]
+    name = plan.runs.dataset(wildcards.experiment)
+    return plan.data.split_sides("clean", name, wildcards.split)[0]
 
 
 def gold_trees(wildcards):
-    name = plan.experiment_dataset(wildcards.experiment)
-    return paths.gold_trees(name, wildcards.split, plan.dataset_pair(name))
+    name = plan.runs.dataset(wildcards.experiment)
+    return paths.gold_trees(name, wildcards.split, plan.data.pair(name))
 
 
 def tag_lexicon_sources(wildcards):
     """The training split's words and linearized trees, which `decode.constrain: lexicon` reads
     each word's tags from; nothing for other decodes."""
-    decode = plan.experiment_entry(wildcards.experiment)["decode"]
+    decode = plan.runs.entry(wildcards.experiment)["decode"]
     if decode.get("constrain") != "lexicon":
         return []
-    dataset = plan.experiment_dataset(wildcards.experiment)
-    return plan.split_sides("clean", dataset, "train")
+    dataset = plan.runs.dataset(wildcards.experiment)
+    return plan.data.split_sides("clean", dataset, "train")
 
 
 def subword_model(wildcards):
-    return paths.subword_file("model", plan.experiment_dataset(wildcards.experiment))
+    return paths.subword_file("model", plan.runs.dataset(wildcards.experiment))
 
 
 def baseline_hypotheses(wildcards):
     """The baseline's output on the same split by the same kind of model, for the paired test;
     none for the baseline itself or where it does not decode that split."""
-    baseline = plan.baseline_of(wildcards.experiment)
+    baseline = plan.runs.baseline_of(wildcards.experiment)
     if not tested_against(baseline, wildcards):
         return []
     return [paths.decode_output("hyp", baseline, wildcards.checkpoint, wildcards.split)]
@@ -173,21 +174,21 @@ def tested_against(baseline, wildcards):
     same split with the same kind of model."""
     if baseline == wildcards.experiment:
         return False
-    return (wildcards.checkpoint, wildcards.split) in plan.scored_decodes(baseline)
+    return (wildcards.checkpoint, wildcards.split) in plan.runs.scored_decodes(baseline)
 
 
 def seed_outputs(group, wildcards):
     """Every seed's output of an experiment on the split being summarised."""
     return [
         paths.decode_output("hyp", run, wildcards.checkpoint, wildcards.split)
-        for run in plan.seeds_of(group)
+        for run in plan.runs.seeds_of(group)
     ]
 
 
 def baseline_seed_outputs(wildcards):
     """The baseline experiment's outputs, every seed, for the seed-aware test; none for the
     baseline itself or where it does not decode that split."""
-    baseline = plan.baseline_group(wildcards.experiment)
+    baseline = plan.runs.baseline_group(wildcards.experiment)
     if not tested_against(baseline, wildcards):
         return []
     return seed_outputs(baseline, wildcards)
@@ -204,11 +205,11 @@ def record_study_run(output, log):
         configfiles=[str(f) for f in workflow.config_settings.configfiles],
         root=Path(workflow.basedir),
         experiments={
-            name: (paths.train_summary(name), plan.decode_settings(name))
-            for name in plan.experiment_names()
+            name: (paths.train_summary(name), plan.runs.decode_settings(name))
+            for name in plan.runs.names()
         },
-        scores=plan.score_files(),
-        seed_scores=plan.seed_score_files(),
+        scores=plan.outputs.score_files(),
+        seed_scores=plan.outputs.seed_score_files(),
     )
     Path(log).write_text(
         f"{output}: {len(record['experiments'])} experiments, {len(record['scores'])} "
@@ -219,4 +220,4 @@ def record_study_run(output, log):
 
 def report_inputs(wildcards):
     """What a table or figure is drawn from: training summaries, scores, training records."""
-    return plan.report_inputs(wildcards.get("table") or wildcards.get("figure"))
+    return plan.report.inputs(wildcards.get("table") or wildcards.get("figure"))

@@ -14,12 +14,12 @@ rule download:
     benchmark:
         "benchmarks/download/{dataset}/{split}.{src}-{tgt}.tsv"
     wildcard_constraints:
-        dataset=other_names_pattern(plan.treebank_datasets(), "A-Za-z0-9_"),  # rule treebank's
+        dataset=other_names_pattern(plan.data.treebanks(), "A-Za-z0-9_"),  # rule treebank's
     conda:
         "envs/aiayn.yaml"
     params:
         spec=checked_split_source,
-        root=lambda wildcards: plan.dataset_entry(wildcards.dataset)["root"],
+        root=lambda wildcards: plan.data.entry(wildcards.dataset)["root"],
         code=code_version("download.py"),
     script:
         "../workflow_scripts/download.py"
@@ -42,7 +42,7 @@ rule clean:
     params:
         train=lambda wildcards: wildcards.split == "train",
         settings=lambda wildcards: (
-            plan.dataset_entry(wildcards.dataset)["clean"]
+            plan.data.entry(wildcards.dataset)["clean"]
             if wildcards.split == "train"
             else {}
         ),

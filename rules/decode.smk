@@ -19,7 +19,7 @@ rule decode:
         "envs/aiayn.yaml"
     threads: 1
     params:
-        settings=lambda wildcards: plan.experiment_entry(wildcards.experiment)["decode"],
+        settings=lambda wildcards: plan.runs.decode_settings(wildcards.experiment),
         code=code_version("decode.py"),
     script:
         "../workflow_scripts/decode.py"
@@ -34,7 +34,7 @@ rule attention_maps:
     output:
         weights=paths.attention_weights(),
         figures=report(
-            plan.attention_figures(),
+            plan.report.attention_figures(),
             category="Figures",
             subcategory="Attention",
             labels={"experiment": "{experiment}"},

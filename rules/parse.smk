@@ -18,13 +18,13 @@ rule treebank:
     benchmark:
         "benchmarks/treebank/{dataset}/{split}.{src}-{tgt}.tsv"
     wildcard_constraints:
-        dataset=names_pattern(plan.treebank_datasets()),
+        dataset=names_pattern(plan.data.treebanks()),
     conda:
         "envs/aiayn.yaml"
     params:
         spec=checked_split_source,
-        root=lambda wildcards: plan.dataset_entry(wildcards.dataset)["root"],
-        linearization=lambda wildcards: plan.dataset_entry(wildcards.dataset)[
+        root=lambda wildcards: plan.data.entry(wildcards.dataset)["root"],
+        linearization=lambda wildcards: plan.data.entry(wildcards.dataset)[
             "linearization"
         ],
         code=code_version("treebank.py"),
@@ -54,15 +54,15 @@ rule score_parse:
     log:
         f"logs/score/{plan.study}/{{experiment}}/{{checkpoint}}/{{split}}.log",
     wildcard_constraints:
-        experiment=names_pattern(plan.parsing_experiments()),
+        experiment=names_pattern(plan.runs.parsers()),
     conda:
         "envs/aiayn.yaml"
     params:
-        test_set=lambda wildcards: plan.split_source(
-            plan.experiment_dataset(wildcards.experiment), wildcards.split
+        test_set=lambda wildcards: plan.data.split_source(
+            plan.runs.dataset(wildcards.experiment), wildcards.split
         ),
-        linearization=lambda wildcards: plan.dataset_entry(
-            plan.experiment_dataset(wildcards.experiment)
+        linearization=lambda wildcards: plan.data.entry(
+            plan.runs.dataset(wildcards.experiment)
         )["linearization"],
         code=code_version("score_parse.py"),
     script:
@@ -74,21 +74,23 @@ rule parse_baselines:
     rules: what a parser that ignores its input can reach (Table 4's baseline rows)."""
     input:
         gold_trees=lambda wildcards: paths.gold_trees(
-            wildcards.dataset, wildcards.split, plan.dataset_pair(wildcards.dataset)
+            wildcards.dataset, wildcards.split, plan.data.pair(wildcards.dataset)
         ),
         train_trees=lambda wildcards: paths.gold_trees(
-            wildcards.dataset, "train", plan.dataset_pair(wildcards.dataset)
+            wildcards.dataset, "train", plan.data.pair(wildcards.dataset)
         ),
     output:
         scores=paths.parse_baseline_file(study=plan.study),
     log:
         f"logs/parse_baselines/{plan.study}/{{dataset}}/{{split}}.log",
     wildcard_constraints:
-        dataset=names_pattern(plan.treebank_datasets()),
+        dataset=names_pattern(plan.data.treebanks()),
     conda:
         "envs/aiayn.yaml"
     params:
-        test_set=lambda wildcards: plan.split_source(wildcards.dataset, wildcards.split),
+        test_set=lambda wildcards: plan.data.split_source(
+            wildcards.dataset, wildcards.split
+        ),
         code=code_version("parse_baselines.py"),
     script:
         "../workflow_scripts/parse_baselines.py"

@@ -9,9 +9,9 @@ rule table:
     input:
         unpack(report_inputs),
     output:
-        markdown=report(plan.table_file("{table}", "md"), category="Tables"),
-        csv=report(plan.table_file("{table}", "csv"), category="Tables"),
-        latex=report(plan.table_file("{table}", "tex"), category="Tables"),
+        markdown=report(plan.report.table_file("{table}", "md"), category="Tables"),
+        csv=report(plan.report.table_file("{table}", "csv"), category="Tables"),
+        latex=report(plan.report.table_file("{table}", "tex"), category="Tables"),
     log:
         f"logs/report/{plan.study}/{{table}}.log",
     wildcard_constraints:
@@ -19,14 +19,14 @@ rule table:
     conda:
         "envs/aiayn.yaml"
     params:
-        experiments=lambda wildcards: plan.report_experiments(
-            plan.reported_experiments(wildcards.table)
+        experiments=lambda wildcards: plan.report.described(
+            plan.report.shown(wildcards.table)
         ),
         train_sources=lambda wildcards: {  # Table 4 names each parser's treebank files
-            name: plan.split_source(plan.experiment_dataset(name), "train")
-            for name in plan.reported_experiments(wildcards.table)
+            name: plan.data.split_source(plan.runs.dataset(name), "train")
+            for name in plan.report.shown(wildcards.table)
         },
-        vocab_sizes=plan.vocabulary_sizes(),
+        vocab_sizes=plan.report.vocabulary_sizes(),
         significance=config["report"]["significance"],
         code=code_version("report_table.py"),
     script:
@@ -49,8 +49,8 @@ rule figure:
     conda:
         "envs/aiayn.yaml"
     params:
-        experiments=lambda wildcards: plan.report_experiments(
-            plan.reported_experiments(wildcards.figure)
+        experiments=lambda wildcards: plan.report.described(
+            plan.report.shown(wildcards.figure)
         ),
         code=code_version("report_figure.py"),
     script:
@@ -62,7 +62,7 @@ rule run_record:
     that last changed any of them (results/<study>/run.json). Runs in the main process, which
     knows the command; rerun only when a result changed."""
     input:
-        plan.run_record_inputs(),
+        plan.report.run_record_inputs(),
     output:
         record=paths.run_record(plan.study),
     log:

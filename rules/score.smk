@@ -21,17 +21,17 @@ rule score:
     log:
         f"logs/score/{plan.study}/{{experiment}}/{{checkpoint}}/{{split}}.log",
     wildcard_constraints:
-        experiment=other_names_pattern(plan.parsing_experiments(), "A-Za-z0-9_."),
+        experiment=other_names_pattern(plan.runs.parsers(), "A-Za-z0-9_."),
     conda:
         "envs/aiayn.yaml"
     params:
-        target_lang=lambda wildcards: plan.dataset_entry(
-            plan.experiment_dataset(wildcards.experiment)
+        target_lang=lambda wildcards: plan.data.entry(
+            plan.runs.dataset(wildcards.experiment)
         )["langs"][1],
-        test_set=lambda wildcards: plan.split_source(
-            plan.experiment_dataset(wildcards.experiment), wildcards.split
+        test_set=lambda wildcards: plan.data.split_source(
+            plan.runs.dataset(wildcards.experiment), wildcards.split
         ),
-        baseline=lambda wildcards: plan.baseline_of(wildcards.experiment),
+        baseline=lambda wildcards: plan.runs.baseline_of(wildcards.experiment),
         resamples=config["report"]["bootstrap_resamples"],
         code=code_version("score.py"),
     script:
@@ -60,21 +60,21 @@ rule seed_scores:
     log:
         f"logs/seed_scores/{plan.study}/{{experiment}}/{{checkpoint}}/{{split}}.log",
     wildcard_constraints:
-        experiment=names_pattern(plan.seeded_groups()),
+        experiment=names_pattern(plan.runs.seeded_groups()),
     conda:
         "envs/aiayn.yaml"
     params:
-        runs=lambda wildcards: plan.seeds_of(wildcards.experiment),
+        runs=lambda wildcards: plan.runs.seeds_of(wildcards.experiment),
         seeds=lambda wildcards: [
-            plan.experiment_entry(run)["train"]["seed"]
-            for run in plan.seeds_of(wildcards.experiment)
+            plan.runs.entry(run)["train"]["seed"]
+            for run in plan.runs.seeds_of(wildcards.experiment)
         ],
-        baseline=lambda wildcards: plan.baseline_group(wildcards.experiment),
-        target_lang=lambda wildcards: plan.dataset_entry(
-            plan.experiment_dataset(wildcards.experiment)
+        baseline=lambda wildcards: plan.runs.baseline_group(wildcards.experiment),
+        target_lang=lambda wildcards: plan.data.entry(
+            plan.runs.dataset(wildcards.experiment)
         )["langs"][1],
-        test_set=lambda wildcards: plan.split_source(
-            plan.experiment_dataset(wildcards.experiment), wildcards.split
+        test_set=lambda wildcards: plan.data.split_source(
+            plan.runs.dataset(wildcards.experiment), wildcards.split
         ),
         resamples=config["report"]["bootstrap_resamples"],
         code=code_version("seed_scores.py"),

@@ -18,14 +18,12 @@ rule train:
         # One allocation of `nodes` machines with `processes` GPUs each; the workflow profile
         # (profiles/default/) adds memory, run time and CPUs per GPU, the cluster profile
         # (profiles/slurm/) the partition.
-        nodes=lambda wildcards: plan.experiment_entry(wildcards.experiment)["nodes"],
-        gres=lambda wildcards: f"gpu:{plan.experiment_entry(wildcards.experiment)['processes']}",
+        nodes=lambda wildcards: plan.runs.entry(wildcards.experiment)["nodes"],
+        gres=lambda wildcards: f"gpu:{plan.runs.entry(wildcards.experiment)['processes']}",
     params:
-        spec=lambda wildcards: plan.trainer_spec(wildcards.experiment),
-        processes=lambda wildcards: plan.experiment_entry(wildcards.experiment)[
-            "processes"
-        ],
-        nodes=lambda wildcards: plan.experiment_entry(wildcards.experiment)["nodes"],
+        spec=lambda wildcards: plan.runs.trainer_spec(wildcards.experiment),
+        processes=lambda wildcards: plan.runs.entry(wildcards.experiment)["processes"],
+        nodes=lambda wildcards: plan.runs.entry(wildcards.experiment)["nodes"],
         code=code_version("train.py"),
     script:
         "../workflow_scripts/train.py"
@@ -42,7 +40,7 @@ rule average:
     conda:
         "envs/aiayn.yaml"
     params:
-        last=lambda wildcards: plan.experiment_entry(wildcards.experiment)["train"][
+        last=lambda wildcards: plan.runs.entry(wildcards.experiment)["train"][
             "average_last"
         ],
         code=code_version("average.py"),

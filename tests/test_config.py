@@ -164,7 +164,7 @@ def study_of(name: str) -> dict:
 def entries(config: dict) -> list[dict]:
     """The study's experiments, each with its name."""
     plan = Plan(config)
-    return [plan.experiment_entry(name) for name in plan.experiment_names()]
+    return [plan.runs.entry(name) for name in plan.runs.names()]
 
 
 @pytest.mark.parametrize(
@@ -310,7 +310,7 @@ def test_decode_defaults_agree_with_the_code_and_are_the_papers():
     config = load("config.yaml")
     config["experiments"] = {"x": {"dataset": "toy"}}
     validate(config, SCHEMA)
-    entry = Plan(config).experiment_entry("x")
+    entry = Plan(config).runs.entry("x")
     assert entry["decode"] == dataclasses.asdict(DecodeSettings())
     assert (entry["decode"]["beam"], entry["decode"]["alpha"]) == (4, 0.6)
     assert entry["decode"]["max_length_offset"] == 50 and entry["nodes"] == 1
@@ -329,7 +329,7 @@ def test_decode_defaults_agree_with_the_code_and_are_the_papers():
 )
 def test_bad_evaluation_settings_are_named(change, message):
     config = merged("config.yaml")
-    entry = {**Plan(config).experiment_entry("tiny"), **change}
+    entry = {**Plan(config).runs.entry("tiny"), **change}
     with pytest.raises(InputError, match=f"experiment 'tiny': {message}"):
         resolve_evaluation(entry, config["datasets"])
 

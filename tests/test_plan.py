@@ -26,62 +26,63 @@ def with_parser() -> dict:
 
 def test_datasets_sides_and_sources(default):
     plan = Plan(default)
-    assert plan.dataset_pair("toy") == "en-de"
-    assert plan.split_sides("bin", "toy", "dev", (".bin",)) == [
+    assert plan.data.pair("toy") == "en-de"
+    assert plan.data.split_sides("bin", "toy", "dev", (".bin",)) == [
         "data/toy/bin/dev.en-de.en.bin",
         "data/toy/bin/dev.en-de.de.bin",
     ]
-    assert plan.split_source("toy", "test")["seed"] == 3
+    assert plan.data.split_source("toy", "test")["seed"] == 3
     with pytest.raises(ValueError, match=r"dataset 'toy' has no split 'valid' \(splits: "):
-        plan.split_source("toy", "valid")
+        plan.data.split_source("toy", "valid")
     with pytest.raises(ValueError, match=r"dataset 'wmt' is not defined .*defined: \['toy'\]"):
-        plan.dataset_entry("wmt")
+        plan.data.entry("wmt")
 
 
 def test_prepared_data_are_the_bpe_model_and_every_binarized_split(default):
-    files = Plan(default).prepared_data_files()
+    files = Plan(default).data.prepared_files()
     assert files[0] == "data/toy/spm/bpe.model"
     assert len(files) == 1 + 3 * 4  # train, dev, test: two sides, .bin and .idx
 
 
 def test_each_experiment_scores_averaged_dev_and_test_and_the_last_checkpoint_on_dev(default):
     plan = Plan(default)
-    assert plan.experiment_names()[0] == "tiny" and len(plan.experiment_names()) == 4
-    assert plan.scored_decodes("tiny") == [
+    assert plan.runs.names()[0] == "tiny" and len(plan.runs.names()) == 4
+    assert plan.runs.scored_decodes("tiny") == [
         ("averaged", "dev"),
         ("averaged", "test"),
         ("last", "dev"),
     ]
-    assert plan.score_files("last", ["tiny"]) == ["results/toy/scores/tiny/last/dev.json"]
-    assert len(plan.score_files()) == len(plan.translation_files()) == 4 * 3
-    assert plan.baseline_of("tiny_one_head") == plan.baseline_of("tiny") == "tiny"
+    assert plan.outputs.score_files("last", ["tiny"]) == ["results/toy/scores/tiny/last/dev.json"]
+    assert len(plan.outputs.score_files()) == len(plan.outputs.translation_files()) == 4 * 3
+    assert plan.runs.baseline_of("tiny_one_head") == plan.runs.baseline_of("tiny") == "tiny"
 
 
 def test_parsers_and_translators_are_told_apart_and_reported_in_their_own_tables(with_parser):
     plan = Plan(with_parser)
-    assert plan.treebank_datasets() == ["ptb_sample"]
-    assert plan.parsing_experiments() == ["parser_sample"]
-    assert "parser_sample" not in plan.translation_experiments()
-    files = plan.report_files()
+    assert plan.data.treebanks() == ["ptb_sample"]
+    assert plan.runs.parsers() == ["parser_sample"]
+    assert "parser_sample" not in plan.runs.translators()
+    files = plan.report.files()
     assert plan.study == "toy+ptb_sample"
     results = "results/toy+ptb_sample"
     assert f"{results}/tables/table4.md" in files and f"{results}/tables/table2.md" in files
     assert all(f"{results}/figures/{figure}.pdf" in files for figure in FIGURES)
-    assert plan.reported_experiments("params") == []
-    inputs = plan.report_inputs("table4")
+    assert plan.report.shown("params") == []
+    inputs = plan.report.inputs("table4")
     assert inputs["scores"] == [
         f"{results}/scores/parser_sample/averaged/dev.json",
         f"{results}/scores/parser_sample/averaged/test.json",
     ]
     assert inputs["train_records"] == ["data/ptb_sample/clean/train.en-ptb.json"]
-    assert set(plan.vocabulary_sizes()) == {"toy"}  # the parser's vocabulary is not counted
+    assert set(plan.report.vocabulary_sizes()) == {"toy"}  # the parser's vocabulary is not counted
 
 
 def test_a_parser_that_parses_dev_as_it_trains_reads_those_files_and_gets_its_curves(
     with_parser,
 ):
     plan = Plan(with_parser)
-    assert plan.trainer_spec("parser_sample")["dev_parse"] == {
+    assert plan.runs.trainer_spec("parser_sample")["dev_parse"] == {
+        "monitor": "aiayn.parsing.dev_parse:DevParser",  # the plug-in the trainer loads
         "words": "data/ptb_sample/clean/dev.en-ptb.en",
         "gold_trees": "data/ptb_sample/raw/dev.en-ptb.trees",
         "subword": "data/ptb_sample/spm/bpe.model",
@@ -92,29 +93,29 @@ def test_a_parser_that_parses_dev_as_it_trains_reads_those_files_and_gets_its_cu
         "linearization": {"leaves": "tags", "close_labels": True},
     }
     results = "results/toy+ptb_sample"
-    assert plan.reported_experiments("parse_curves") == ["parser_sample"]
-    assert f"{results}/figures/parse_curves.pdf" in plan.report_files()
-    assert plan.report_inputs("parse_curves")["baselines"] == [
+    assert plan.report.shown("parse_curves") == ["parser_sample"]
+    assert f"{results}/figures/parse_curves.pdf" in plan.report.files()
+    assert plan.report.inputs("parse_curves")["baselines"] == [
         f"{results}/baselines/ptb_sample/dev.json"
     ]
-    assert "dev_parse" not in plan.trainer_spec("tiny")
+    assert "dev_parse" not in plan.runs.trainer_spec("tiny")
     config = copy.deepcopy(with_parser)
     config["experiments"]["parser_sample"]["train"]["dev_parse_sentences"] = 0
     quiet = Plan(config)
-    assert "dev_parse" not in quiet.trainer_spec("parser_sample")
-    assert not any("parse_curves" in path for path in quiet.report_files())
+    assert "dev_parse" not in quiet.runs.trainer_spec("parser_sample")
+    assert not any("parse_curves" in path for path in quiet.report.files())
     config["experiments"]["tiny"]["train"]["dev_parse_sentences"] = 5
     with pytest.raises(InputError, match="experiment 'tiny': train.dev_parse_sentences is for"):
-        Plan(config).trainer_spec("tiny")
+        Plan(config).runs.trainer_spec("tiny")
 
 
 def test_the_other_documents_overlay_scores_the_same_trained_parser_on_wsj_0180_0199():
     alone = Plan(load_config(PROJECT, [PROJECT / "configs/parsing.yaml"]))
     other = Plan(load_config(PROJECT, [PROJECT / "configs/parsing_other_documents.yaml"]))
-    assert other.trainer_spec("parser_sample") == alone.trainer_spec("parser_sample")
-    assert ("averaged", "other") in other.scored_decodes("parser_sample")
-    assert other.split_source("ptb_sample", "other")["documents"] == "0180-0199"
-    assert other.parse_baseline_files() == [
+    assert other.runs.trainer_spec("parser_sample") == alone.runs.trainer_spec("parser_sample")
+    assert ("averaged", "other") in other.runs.scored_decodes("parser_sample")
+    assert other.data.split_source("ptb_sample", "other")["documents"] == "0180-0199"
+    assert other.outputs.parse_baselines() == [
         "results/parsing_other_documents/baselines/ptb_sample/test.json",
         "results/parsing_other_documents/baselines/ptb_sample/other.json",
     ]
@@ -124,13 +125,13 @@ def test_a_dataset_mixing_treebank_and_text_splits_is_refused(with_parser):
     config = copy.deepcopy(with_parser)
     config["datasets"]["ptb_sample"]["splits"]["dev"] = {"source": "toy", "size": 5, "seed": 1}
     with pytest.raises(ValueError, match="mixes `ptb` splits with \\['toy'\\] ones"):
-        Plan(config).treebank_datasets()
+        Plan(config).data.treebanks()
 
 
 def test_check_experiments_names_an_unknown_experiment_and_an_unknown_baseline(default):
     with pytest.raises(InputError, match=r"experiment 'tinny' is not in the study's .*'toy'"):
-        Plan(default).experiment_entry("tinny")
+        Plan(default).runs.entry("tinny")
     config = copy.deepcopy(default)
     config["report"]["baseline"] = "tinny"
     with pytest.raises(InputError, match="report.baseline 'tinny' is not an experiment"):
-        Plan(config).check_experiments()
+        Plan(config).runs.check()

@@ -12,7 +12,7 @@ import torch
 
 from aiayn.decode.settings import DecodeSettings
 from aiayn.decode.translate import detokenized, load_model, translate
-from aiayn.parsing.constrained import TagLexicon, TreeVocabulary
+from aiayn.parsing.constrained import search_constraint
 from aiayn.parsing.linearize import Linearization
 from aiayn.parsing.score import score_trees
 from aiayn.prepare.binarize import IndexedDataset
@@ -99,14 +99,10 @@ def test_training_logged_dev_f1_as_the_saved_model_decodes_and_scores_it(parsing
     model, _ = load_model(records["final_weights"], torch.device("cpu"))
     processor = load("data/ptb_sample/spm/bpe.model")
     sources = [IndexedDataset("data/ptb_sample/bin/dev.en-ptb.en")[i] for i in range(30)]
-    lexicon = TagLexicon(
-        processor,
-        *(list(read_lines(f"data/ptb_sample/clean/train.en-ptb.{s}")) for s in ("en", "ptb")),
-    )
+    lexicon = [list(read_lines(f"data/ptb_sample/clean/train.en-ptb.{s}")) for s in ("en", "ptb")]
     settings = DecodeSettings(beam=4, max_length_offset=300, constrain="lexicon")
-    hypotheses, _ = translate(
-        model, sources, settings, trees=TreeVocabulary.from_processor(processor), lexicon=lexicon
-    )
+    constraint = search_constraint("lexicon", processor, lexicon)
+    hypotheses, _ = translate(model, sources, settings, constraint=constraint)
     _, figures = score_trees(
         detokenized(processor, hypotheses),
         list(read_lines("data/ptb_sample/clean/dev.en-ptb.en"))[:30],

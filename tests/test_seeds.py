@@ -35,25 +35,32 @@ def system(refs: list[str], error_rate: float, seed: int) -> list[str]:
 
 def test_an_experiment_with_seeds_expands_into_one_run_per_seed():
     plan = Plan(study("configs/toy_seeds.yaml"))
-    assert plan.groups() == ["tiny", "tiny_one_head", "tiny_learned_positions", "tiny_one_layer"]
-    assert plan.seeds_of("tiny") == ["tiny", "tiny.seed2", "tiny.seed3"]
-    seeds = [plan.experiment_entry(run)["train"]["seed"] for run in plan.seeds_of("tiny")]
+    assert plan.runs.groups() == [
+        "tiny",
+        "tiny_one_head",
+        "tiny_learned_positions",
+        "tiny_one_layer",
+    ]
+    assert plan.runs.seeds_of("tiny") == ["tiny", "tiny.seed2", "tiny.seed3"]
+    seeds = [plan.runs.entry(run)["train"]["seed"] for run in plan.runs.seeds_of("tiny")]
     assert seeds == [1, 2, 3]
-    spec = plan.trainer_spec("tiny.seed3")
+    spec = plan.runs.trainer_spec("tiny.seed3")
     assert spec["run_dir"] == "runs/tiny.seed3" and spec["train"]["seed"] == 3
     # the first seed is the default study's run, the same settings: its runs/tiny is reused
-    assert plan.trainer_spec("tiny") == Plan(study()).trainer_spec("tiny")
-    assert plan.baseline_of("tiny_one_layer.seed2") == "tiny.seed2"  # paired seed by seed
-    assert plan.seed_score_files("last", ["tiny"]) == ["results/toy_seeds/seeds/tiny/last/dev.json"]
-    assert len(plan.seed_score_files()) == 4 * 3  # averaged dev and test, last dev
-    attention = [f for f in plan.report_files() if "/attention/" in f]
+    assert plan.runs.trainer_spec("tiny") == Plan(study()).runs.trainer_spec("tiny")
+    assert plan.runs.baseline_of("tiny_one_layer.seed2") == "tiny.seed2"  # paired seed by seed
+    assert plan.outputs.seed_score_files("last", ["tiny"]) == [
+        "results/toy_seeds/seeds/tiny/last/dev.json"
+    ]
+    assert len(plan.outputs.seed_score_files()) == 4 * 3  # averaged dev and test, last dev
+    attention = [f for f in plan.report.files() if "/attention/" in f]
     assert len(attention) == 4  # one seed of each experiment is drawn
 
 
 def test_one_seed_is_the_default_and_changes_nothing():
     plan = Plan(study())
-    assert plan.experiment_names() == plan.groups()
-    assert plan.seed_score_files() == []
+    assert plan.runs.names() == plan.runs.groups()
+    assert plan.outputs.seed_score_files() == []
 
 
 def test_a_seed_run_named_like_an_existing_experiment_is_refused():

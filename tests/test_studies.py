@@ -40,7 +40,9 @@ def test_presets_on_one_command_line_add_up_into_one_study():
     both = study("configs/wmt14_en_de.yaml", "configs/wmt14_en_fr.yaml")
     assert both["study"] == "wmt14_en_de+wmt14_en_fr"
     assert list(both["experiments"]) == ["base_en_de", "big_en_de", "base_en_fr", "big_en_fr"]
-    assert Plan(both).table_file("table2") == "results/wmt14_en_de+wmt14_en_fr/tables/table2.md"
+    assert (
+        Plan(both).report.table_file("table2") == "results/wmt14_en_de+wmt14_en_fr/tables/table2.md"
+    )
     named = study("configs/wmt14_en_de.yaml", "configs/wmt14_en_fr.yaml", overrides={"study": "t2"})
     assert named["study"] == "t2"
 
@@ -90,25 +92,25 @@ def test_the_paper_study_leaves_out_the_wsj_until_its_path_is_given(tmp_path):
     assert {"A_h1", "B_dk16", "C_N2", "C_dff4096", "D_drop0.0", "E_learned"} <= rows
     assert "table3_base" not in paper["experiments"]  # Table 3's base row is base_en_de's run
     assert {"results/paper/tables/table2.md", "results/paper/tables/table3.md"} <= set(
-        plan.report_files()
+        plan.report.files()
     )
     with_wsj = study("configs/paper.yaml", overrides={"datasets": {"wsj": {"root": str(tmp_path)}}})
     assert "parser_wsj" in with_wsj["experiments"]
-    assert "results/paper/tables/table4.md" in Plan(with_wsj).report_files()
+    assert "results/paper/tables/table4.md" in Plan(with_wsj).report.files()
 
 
 def test_gpu_hours_follow_the_papers_step_times_or_a_stated_one():
     paper = Plan(study("configs/paper.yaml"))
-    base = training_cost("base_en_de", paper.experiment_entry("base_en_de"),
-                         paper.trainer_spec("base_en_de"))  # fmt: skip
+    base = training_cost("base_en_de", paper.runs.entry("base_en_de"),
+                         paper.runs.trainer_spec("base_en_de"))  # fmt: skip
     assert base.gpu_hours == pytest.approx(12 * 8)  # the paper: 12 hours on 8 P100s
-    big = training_cost("big_en_de", paper.experiment_entry("big_en_de"),
-                        paper.trainer_spec("big_en_de"))  # fmt: skip
+    big = training_cost("big_en_de", paper.runs.entry("big_en_de"),
+                        paper.runs.trainer_spec("big_en_de"))  # fmt: skip
     assert big.gpu_hours == pytest.approx(3.5 * 24 * 8)
-    stated = {**paper.experiment_entry("base_en_de"), "expected_step_seconds": 0.18}
-    cost = training_cost("base_en_de", stated, paper.trainer_spec("base_en_de"))
+    stated = {**paper.runs.entry("base_en_de"), "expected_step_seconds": 0.18}
+    cost = training_cost("base_en_de", stated, paper.runs.trainer_spec("base_en_de"))
     assert cost.basis == "stated" and cost.gpu_hours == pytest.approx(100000 * 0.18 / 3600)
-    report = paper.gpu_hours_report()
+    report = paper.report.gpu_hours()
     assert "base_en_fr" in report and "table3_C_N8" in report and "total:" in report
 
 

@@ -1067,3 +1067,20 @@ def test_a_lone_process_handed_a_busy_port_picks_another():
                             timeout=300, env=env)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_a_dev_monitor_is_the_plug_in_its_spec_names():
+    """The trainer loads a task's dev monitor by name (a parser's dev parses), so that training
+    code imports no task and importing the trainer loads no parsing module."""
+    from aiayn.parsing.dev_parse import DevParser
+    from aiayn.train.trainer import plugin
+
+    assert plugin("aiayn.parsing.dev_parse:DevParser") is DevParser
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, aiayn.train.trainer; print(sorted(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(PROJECT / "src")},
+    ).stdout
+    assert "aiayn.train.trainer" in loaded and "aiayn.parsing" not in loaded

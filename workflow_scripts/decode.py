@@ -9,7 +9,7 @@ import torch
 from aiayn.decode.settings import DecodeSettings
 from aiayn.decode.translate import check_vocabulary, detokenized, load_model, pick_device, translate
 from aiayn.logs import run_stage, save_record
-from aiayn.parsing.constrained import TagLexicon, TreeVocabulary
+from aiayn.parsing.constrained import search_constraint
 from aiayn.prepare.binarize import IndexedDataset
 from aiayn.textio import read_lines, write_lines
 
@@ -34,14 +34,9 @@ def main():
     sentences = list(source)
     wildcards = snakemake.wildcards
     desc = f"{wildcards.experiment}/{wildcards.checkpoint}/{wildcards.split}"
-    trees = TreeVocabulary.from_processor(processor) if settings.constrain != "none" else None
-    lexicon = None
-    if settings.constrain == "lexicon":  # the training split's words and trees
-        words, tree_lines = (list(read_lines(path)) for path in snakemake.input.lexicon)
-        lexicon = TagLexicon(processor, words, tree_lines)
-    hypotheses, timing = translate(
-        model, sentences, settings, desc=desc, trees=trees, lexicon=lexicon
-    )
+    lexicon = [list(read_lines(path)) for path in snakemake.input.lexicon] or None
+    constraint = search_constraint(settings.constrain, processor, lexicon)  # parsing's
+    hypotheses, timing = translate(model, sentences, settings, desc=desc, constraint=constraint)
     lines = detokenized(processor, hypotheses)
     write_lines(snakemake.output.hypotheses, lines)
     log = logging.getLogger("aiayn")

@@ -117,7 +117,7 @@ def locate(args: argparse.Namespace):
 
     root = args.workdir
     config = load_config(root, [root / path for path in args.configfile])
-    entry = Plan(config).experiment_entry(args.experiment)
+    entry = Plan(config).runs.entry(args.experiment)
     settings = resolve_evaluation(entry, config["datasets"])["decode"]
     trained_words = config["datasets"][entry["dataset"]]["clean"]["max_tokens"]
     overrides = {

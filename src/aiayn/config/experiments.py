@@ -73,6 +73,10 @@ def dev_parse_files(name: str, dataset_name: str, dataset: dict, dev: str, train
     lexicon = train.dev_parse_constrain == "lexicon"
     return {
         "dev_parse": {
+            # the trainer loads it by name: it watches the model, and the weights do not
+            # depend on it, so editing the decoder it runs does not retrain (a parser's weights
+            # are GPU-days); the learning curve stays as the run's decoder measured it
+            "monitor": "aiayn.parsing.dev_parse:DevParser",
             "words": paths.split_sides("clean", dataset_name, dev, langs)[0],
             "gold_trees": paths.gold_trees(dataset_name, dev, "-".join(langs)),
             "subword": paths.subword_file("model", dataset_name),

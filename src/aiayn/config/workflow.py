@@ -18,18 +18,10 @@ def use_this_checkout(src_dir: str | os.PathLike) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join([src_dir, *paths])
 
 
-# Modules a stage runs only to watch what it makes, never to make it: a parser's training
-# parses dev with the decoder for its learning curve (aiayn.parsing.dev_parse), but the weights
-# do not depend on the decoder, and a change to beam search must not retrain (GPU-days). Their
-# imports are not followed, so editing the decoder reruns decoding, not training; the curve
-# then stays as the decoder of the training run measured it.
-WATCHERS = ("aiayn.parsing.dev_parse",)
-
-
 def package_modules(entry: str | os.PathLike, src_dir: str | os.PathLike) -> list[Path]:
     """The package's source files that `entry` (a workflow script or a module) runs: every
     `aiayn` module it imports, directly or through each other, imports inside functions
-    included, with the `__init__.py` of each package on the way; WATCHERS are left out.
+    included, with the `__init__.py` of each package on the way.
 
     A rule hashes these for its rerun trigger, so no list of modules can go stale.
     """
@@ -39,8 +31,6 @@ def package_modules(entry: str | os.PathLike, src_dir: str | os.PathLike) -> lis
     while pending:
         path = pending.pop()
         for name in imported_names(path, src_dir):
-            if any(name == w or name.startswith(w + ".") for w in WATCHERS):
-                continue
             for file in files_of(name, src_dir):
                 if file not in found:
                     found.add(file)

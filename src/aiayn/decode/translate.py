@@ -1,13 +1,15 @@
 """Inference: load a trained model on a device and translate with it, from a binarized test set
 or from raw lines, in batches sorted by length, detokenized output in input order.
 
-Layers: decode_settings.py (what the config says) -> decode.py (the search) and incremental.py
-(the cached decoder step it runs) -> this module (models, devices, batches, text)."""
+Layers of aiayn.decode: settings.py (what the config says) -> search.py (beam search) and
+incremental.py (the cached decoder step it runs) -> this module (models, devices, batches, text).
+A task's search constraint (a parser's trees) is handed in; this module knows no task."""
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +28,6 @@ from aiayn.errors import InputError
 from aiayn.logs import progress
 from aiayn.model import Transformer
 from aiayn.model_config import TransformerConfig
-from aiayn.parsing.constrained import TagLexicon, TreeConstrained, TreeVocabulary
 from aiayn.train.checkpoint import load_weights
 
 
@@ -93,13 +94,12 @@ def translate(
     incremental: bool = True,
     desc: str = "decode",
     drop_every: int | None = None,
-    trees: TreeVocabulary | None = None,
-    lexicon: TagLexicon | None = None,
+    constraint: Callable | None = None,
 ) -> tuple[list[Hypothesis], dict]:
     """Best hypothesis per source sentence (token ids without EOS), in input order, and timings.
-    drop_every: see beam_search (the default suits the device). trees: what each subword id is
-    in a linearized tree, for `decode.constrain: trees`; lexicon: each word's tags, for
-    `decode.constrain: lexicon`."""
+    drop_every: see beam_search (the default suits the device). constraint: the task's search
+    constraint for `decode.constrain` (a function wrapping the step model, as a parser's
+    aiayn.parsing.constrained.search_constraint gives); translation has none."""
     device = next(model.parameters()).device
     lengths = np.array([len(s) for s in sentences])
     limit = model.config.position_limit
@@ -110,10 +110,13 @@ def translate(
         if incremental
         else RecomputingDecoder(model)
     )
-    if settings.constrain != "none":
-        if trees is None or (settings.constrain == "lexicon" and lexicon is None):
-            raise ValueError(f"decode.constrain: {settings.constrain} needs trees (and lexicon)")
-        stepper = TreeConstrained(stepper, trees, lexicon)
+    if (settings.constrain != "none") != (constraint is not None):
+        raise ValueError(
+            f"decode.constrain: {settings.constrain} and "
+            f"{'a' if constraint else 'no'} search constraint from the task"
+        )
+    if constraint is not None:
+        stepper = constraint(stepper)
     results: list[Hypothesis | None] = [None] * len(sentences)
     start = time.perf_counter()
     with progress(total=len(sentences), desc=desc, unit=" sentences") as bar, autocast(device):

@@ -201,3 +201,18 @@ class TreeConstrained:
         done = ~words_left & (depth == 0)
         allowed[:, EOS_ID] = done.squeeze(1)
         return allowed
+
+
+def search_constraint(constrain: str, processor, lexicon_lines=None):
+    """What the parsing task hands the decoder for `decode.constrain` (none, trees, lexicon): a
+    function wrapping its step model in TreeConstrained, or None. lexicon_lines: the training
+    split's words and linearized trees, each a list of lines, for `lexicon`."""
+    if constrain == "none":
+        return None
+    vocabulary = TreeVocabulary.from_processor(processor)
+    lexicon = None
+    if constrain == "lexicon":
+        if lexicon_lines is None:
+            raise ValueError("decode.constrain: lexicon needs the training split's words and trees")
+        lexicon = TagLexicon(processor, *lexicon_lines)
+    return lambda decoder: TreeConstrained(decoder, vocabulary, lexicon)

@@ -17,7 +17,7 @@ import torch
 
 from aiayn.decode.settings import DecodeSettings
 from aiayn.decode.translate import detokenized, translate
-from aiayn.parsing.constrained import TagLexicon, TreeVocabulary
+from aiayn.parsing.constrained import search_constraint
 from aiayn.parsing.linearize import Linearization
 from aiayn.parsing.score import score_trees
 from aiayn.prepare.binarize import IndexedDataset
@@ -47,12 +47,10 @@ class DevParser:
             max_length_offset=MAX_LENGTH_OFFSET,
             constrain=settings.dev_parse_constrain,
         )
-        constrained = self.settings.constrain != "none"
-        self.trees = TreeVocabulary.from_processor(self.processor) if constrained else None
-        self.lexicon = None
+        lexicon = None
         if self.settings.constrain == "lexicon":  # the training split's words and trees
-            words, tree_lines = (list(read_lines(path)) for path in files["lexicon"])
-            self.lexicon = TagLexicon(self.processor, words, tree_lines)
+            lexicon = [list(read_lines(path)) for path in files["lexicon"]]
+        self.constraint = search_constraint(self.settings.constrain, self.processor, lexicon)
 
     @torch.no_grad()
     def measure(self, model: torch.nn.Module) -> dict:
@@ -67,8 +65,7 @@ class DevParser:
                 self.sources,
                 self.settings,
                 desc="dev parse",
-                trees=self.trees,
-                lexicon=self.lexicon,
+                constraint=self.constraint,
             )
         finally:
             model.train(was_training)

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -20,9 +19,6 @@ from aiayn.config import paths
 from aiayn.flops import RATE_METHOD, device_name, sustained_tflops
 from aiayn.textio import atomic_output
 from aiayn.train.engine import compiled_graphs, ranks_agree
-
-if TYPE_CHECKING:
-    from aiayn.train.trainer import Trainer
 
 log = logging.getLogger("aiayn.train.trainer")
 
@@ -108,12 +104,28 @@ def step_fill(state: dict, tokens_per_step: int) -> dict:
     }
 
 
-def write_summary(trainer: Trainer, dev: dict) -> dict:
-    """train.json: what the run did, on what, at what cost, and its last dev loss."""
-    state, settings, device = trainer.state, trainer.settings, trainer.device
-    weights = trainer.folder.weights_to_average()
+@dataclass(frozen=True)
+class RunShape:
+    """How the run was laid out over processes and devices, as train.json reports it."""
+
+    experiment: str
+    rank: int
+    processes: int
+    accumulation: int
+    real_tokens_per_batch: int  # each batch's share of the step
+    precision: str
+    loss_kernel: str
+    device: torch.device
+
+
+def write_summary(
+    run_dir: Path, shape: RunShape, state: dict, settings, engine, weights: list, dev: dict
+) -> dict:
+    """train.json: what the run did, on what, at what cost, and its last dev loss; `weights`
+    are the files to average, the last one the final weights."""
+    device, bf16 = shape.device, shape.precision != "fp32"
     summary = {
-        "experiment": trainer.exp.name,
+        "experiment": shape.experiment,
         "steps": state["step"],
         # steps whose gradients were not finite (bf16 overflow): the optimizer skipped them and
         # the learning-rate schedule did not advance, so it runs this many steps behind `steps`
@@ -123,27 +135,27 @@ def write_summary(trainer: Trainer, dev: dict) -> dict:
         "target_tokens": state["target_tokens"],
         **step_fill(state, settings.tokens_per_step),
         "seconds": round(state["seconds"], 2),
-        "processes": trainer.world,
-        "accumulation": trainer.accumulation,
-        "real_tokens_per_batch": trainer.batch_tokens,  # each batch's share of the step
+        "processes": shape.processes,
+        "accumulation": shape.accumulation,
+        "real_tokens_per_batch": shape.real_tokens_per_batch,
         "padded_tokens_per_batch": settings.tokens_per_batch,  # the memory limit
-        "precision": trainer.precision,
-        "loss_kernel": trainer.steps.loss_kernel,
-        "gradient_dtypes": gradient_dtypes(trainer.engine),
+        "precision": shape.precision,
+        "loss_kernel": shape.loss_kernel,
+        "gradient_dtypes": gradient_dtypes(engine),
         "compiled_graphs": compiled_graphs() if settings.compile else None,
         "device": str(device),
         "device_name": device_name(device),
         # Table 2: the paper's way costs with fp32 (TF32 off); bf16 beside it, labelled.
         "device_tflops_fp32": sustained_tflops(device, torch.float32),
-        "device_tflops_bf16": sustained_tflops(device, torch.bfloat16) if trainer.bf16 else None,
+        "device_tflops_bf16": sustained_tflops(device, torch.bfloat16) if bf16 else None,
         "device_tflops_method": RATE_METHOD,
         "train_flops": state["train_flops"],
-        "ranks_agree": ranks_agree(trainer.engine.module, trainer.world, device),
+        "ranks_agree": ranks_agree(engine.module, shape.processes, device),
         "final_weights": str(weights[-1]) if weights else None,
         "average_weights": [str(p) for p in weights],
         **dev,
     }
-    if trainer.rank == 0:
-        with atomic_output(trainer.exp.run_dir / paths.TRAIN_SUMMARY) as handle:
+    if shape.rank == 0:
+        with atomic_output(run_dir / paths.TRAIN_SUMMARY) as handle:
             json.dump(summary, handle, indent=2)
     return summary

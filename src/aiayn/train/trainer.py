@@ -11,17 +11,17 @@ step's target tokens on all processes and divided by their number, so the gradie
 depend on how the tokens were split. A checkpoint holds everything needed to continue exactly
 (weights, Adam state, schedule, data position, RNG states); a run resumes from the newest one.
 
-Its parts, each named for what it does: engine.py (processes, DeepSpeed), train_batches.py
-(what each epoch and the dev loss read), loader.py (batches collated ahead), train_step.py (one
-optimizer step with the ranks' votes, and the dev loss), loss.py (the objective),
-train_timing.py (clock checkpoints and the time budget), run_folder.py (checkpoints and
-resuming), train_record.py (train.jsonl and train.json), train_settings.py (the settings).
-This module keeps the set-up and the loop.
+Its parts in aiayn.train, each named for what it does: engine (processes, DeepSpeed), batches
+(what each epoch and the dev loss read), loader (batches collated ahead), step (one optimizer
+step with the ranks' votes, and the dev loss), loss (the objective), timing (clock checkpoints
+and the time budget), run_folder (checkpoints and resuming), record (train.jsonl and
+train.json), settings (the settings). This module keeps the set-up and the loop.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import signal
@@ -33,13 +33,12 @@ from aiayn.config import paths
 from aiayn.errors import InputError
 from aiayn.logs import progress, setup_logging
 from aiayn.model import Transformer
-from aiayn.parsing.dev_parse import DevParser
 from aiayn.train.batches import TrainingBatches
 from aiayn.train.batching import step_plan
 from aiayn.train.engine import deepspeed_engine, init_process, resolve_precision, sum_over_processes
 from aiayn.train.loader import BatchStream
 from aiayn.train.loss import resolve_loss_kernel
-from aiayn.train.record import LogWindow, TrainLog, write_summary
+from aiayn.train.record import LogWindow, RunShape, TrainLog, write_summary
 from aiayn.train.run_folder import RunFolder
 from aiayn.train.settings import Experiment
 from aiayn.train.step import Diverged, Steps
@@ -116,9 +115,10 @@ class Trainer:
                 torch.bfloat16 if self.bf16 else torch.float32,  # the logits'
             ),
         )
-        self.dev_parser = None  # parsing experiments: dev F1 at each dev evaluation, on rank 0
+        self.dev_monitor = None  # a parser's dev parses: dev F1 at each dev evaluation, rank 0
         if experiment.dev_parse and self.rank == 0:
-            self.dev_parser = DevParser(experiment.dev_parse, experiment.dev_data, self.settings)
+            monitor = plugin(experiment.dev_parse["monitor"])
+            self.dev_monitor = monitor(experiment.dev_parse, experiment.dev_data, self.settings)
         self.stop_signal: int | None = None
         for signum in STOP_SIGNALS:
             signal.signal(signum, self.request_stop)
@@ -197,13 +197,26 @@ class Trainer:
         bar.close()
         if not last_dev:  # resumed a finished run
             last_dev = self.evaluate()
-        return write_summary(self, last_dev)
+        shape = RunShape(
+            self.exp.name,
+            self.rank,
+            self.world,
+            self.accumulation,
+            self.batch_tokens,
+            self.precision,
+            self.steps.loss_kernel,
+            self.device,
+        )
+        weights = self.folder.weights_to_average()
+        return write_summary(
+            self.exp.run_dir, shape, self.state, self.settings, self.engine, weights, last_dev
+        )
 
     def evaluate(self) -> dict:
         """The dev loss over all processes; for a parser, rank 0 adds its dev parses' figures."""
         figures = self.steps.evaluate(self.batches)
-        if self.dev_parser is not None:
-            figures |= self.dev_parser.measure(self.engine.module)
+        if self.dev_monitor is not None:
+            figures |= self.dev_monitor.measure(self.engine.module)
         return figures
 
     def resume(self) -> None:
@@ -217,6 +230,15 @@ class Trainer:
         if self.rank == 0:
             log.info("resumed from %s (step %d)", self.folder.newest(), self.state["step"])
         self.log.forget_after(self.state["step"])
+
+
+def plugin(name: str):
+    """The class a spec names as "module:Class", such as a task's dev monitor: a plug-in that
+    measures the model at each dev evaluation and never changes it. Loaded by name, so that
+    training code knows no task, and the rules' code hash (which follows imports) does not make
+    an edit of what only watches the model retrain it."""
+    module, _, attribute = name.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def main(argv: list[str] | None = None) -> int:
