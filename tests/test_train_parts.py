@@ -1,0 +1,263 @@
+"""The trainer's parts, in this process and in seconds: the clock, the batches, the step and the
+dev loss through a real DeepSpeed engine, the run folder and the records. tests/test_train.py
+trains whole runs in subprocesses, as the workflow does; these name the part that broke."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from aiayn.errors import InputError
+from aiayn.model import Transformer
+from aiayn.model_config import TransformerConfig
+from aiayn.prepare.binarize import write_indexed
+from aiayn.train import checkpoint as ckpt
+from aiayn.train import timing
+from aiayn.train.batches import TrainingBatches
+from aiayn.train.engine import deepspeed_engine, init_process, sum_over_processes
+from aiayn.train.loader import BatchStream
+from aiayn.train.record import (
+    LogWindow,
+    RunShape,
+    TrainLog,
+    step_fill,
+    write_summary,
+)
+from aiayn.train.run_folder import RunFolder
+from aiayn.train.settings import Experiment, TrainSettings
+from aiayn.train.step import Diverged, Steps
+from aiayn.train.timing import TrainingClock
+from tests.test_train import copy_task
+
+MODEL = TransformerConfig(vocab_size=20, n_layers=1, d_model=32, d_ff=64, n_heads=2, dropout=0.0)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("parts")
+    (root / "train").mkdir()
+    (root / "dev").mkdir()
+    return copy_task(root / "train", 400, seed=1), copy_task(root / "dev", 40, seed=2)
+
+
+def an_experiment(run_dir: Path, data, dev=None, **train) -> Experiment:
+    settings = {"tokens_per_step": 300, "tokens_per_batch": 300, "warmup_steps": 10, **train}
+    return Experiment(
+        name=run_dir.name,
+        run_dir=run_dir,
+        train_data=data[0],
+        dev_data=dev or data[1],
+        model=MODEL,
+        train=TrainSettings(**settings),
+    )
+
+
+# ---- the clock --------------------------------------------------------------------------
+
+
+def test_the_clock_counts_earlier_sessions_and_only_rank_0_calls_a_save(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(timing.time, "monotonic", lambda: now[0])
+    settings = TrainSettings(checkpoint_every_minutes=10, max_minutes=30)
+    clock, other_rank = TrainingClock(settings, 0, 600.0), TrainingClock(settings, 1, 600.0)
+    now[0] += 599
+    assert clock.seconds() == 1199 and not clock.save_due()
+    now[0] += 1
+    assert clock.save_due() and not other_rank.save_due()  # rank 0 votes for all ranks
+    clock.saved()
+    assert not clock.save_due()
+    assert not clock.out_of_time(1799) and clock.out_of_time(1800)  # 30 minutes, all sessions
+    unlimited = TrainingClock(TrainSettings(checkpoint_every_minutes=None), 0, 0.0)
+    now[0] += 10**6
+    assert not unlimited.save_due() and not unlimited.out_of_time(10**6)
+
+
+# ---- what training reads ----------------------------------------------------------------
+
+
+def test_each_process_reads_its_own_shard_of_an_epoch_and_every_rank_the_same_dev_batches(
+    tmp_path, data
+):
+    experiment = an_experiment(tmp_path / "run", data)
+    ranks = [TrainingBatches(experiment, rank, 2, 1, 150) for rank in (0, 1)]
+    shards = [b.of_epoch(0) for b in ranks]
+    assert len(shards[0]) == len(shards[1])  # equal steps on both ranks
+    seen = [int(i) for shard in shards for batch in shard for i in batch]
+    assert len(seen) == len(set(seen))  # no pair in both shards
+    assert [b.tolist() for b in ranks[0].dev] == [b.tolist() for b in ranks[1].dev]
+    assert sum(len(b) for b in ranks[0].dev) == 40  # the dev loss reads every dev pair
+    again = TrainingBatches(experiment, 0, 2, 1, 150).of_epoch(0)
+    assert [b.tolist() for b in again] == [b.tolist() for b in shards[0]]  # reproducible
+    assert [b.tolist() for b in ranks[0].of_epoch(1)] != [b.tolist() for b in shards[0]]
+
+
+def test_an_empty_dev_split_or_one_without_a_pair_that_fits_is_refused_before_training(
+    tmp_path, data
+):
+    write_indexed(tmp_path / "empty", [], vocab_size=20)
+    empty = (str(tmp_path / "empty"), str(tmp_path / "empty"))
+    with pytest.raises(InputError, match="the dev split .*empty is empty"):
+        TrainingBatches(an_experiment(tmp_path / "run", data, dev=empty), 0, 1, 1, 300)
+    long = [list(range(4, 20)) * 30]  # 480 tokens: no batch of 300 holds it
+    write_indexed(tmp_path / "long", long, vocab_size=20)
+    too_long = (str(tmp_path / "long"), str(tmp_path / "long"))
+    with pytest.raises(InputError, match="no dev pair can be scored: all 1 pairs"):
+        TrainingBatches(an_experiment(tmp_path / "run", data, dev=too_long), 0, 1, 1, 300)
+
+
+# ---- one step and the dev loss, through a real DeepSpeed engine -------------------------
+
+
+@pytest.fixture(scope="module")
+def steps(tmp_path_factory, data):
+    """A one-process DeepSpeed engine over a small copy task, in this process."""
+    rank, world, device = init_process()
+    torch.manual_seed(0)
+    experiment = an_experiment(tmp_path_factory.mktemp("steps") / "run", data)
+    batches = TrainingBatches(experiment, rank, world, 1, 300)
+    engine = deepspeed_engine(Transformer(MODEL), experiment.train, 1, "fp32", device)
+    stream = BatchStream(batches.train_source, batches.train_target, batches.of_epoch, 1, device)
+
+    def all_reduce(values):
+        return sum_over_processes(values, world, device)
+
+    made = Steps(
+        engine, stream, MODEL, experiment.train, 1, all_reduce, rank, world, device, "sliced"
+    )
+    return made, batches
+
+
+def new_state() -> dict:
+    counters = ("step", "target_tokens", "source_tokens", "train_flops")
+    return {**dict.fromkeys(counters, 0), "padded_source_tokens": 0, "padded_target_tokens": 0}
+
+
+def test_a_step_updates_the_weights_counts_its_tokens_and_passes_the_votes_on(steps):
+    step, batches = steps
+    before = [p.detach().clone() for p in step.engine.module.parameters()]
+    state = new_state()
+    votes = {"save": True, "last": False, "stop": False}
+    loss, nll, tokens, decided = step.step(state, votes, lambda: None)
+    assert decided == votes  # one process: its own votes decide
+    assert state["step"] == 1 and state["target_tokens"] == tokens > 0
+    assert state["padded_target_tokens"] >= state["target_tokens"]
+    assert state["train_flops"] > 6 * tokens  # at least 6 x parameters x tokens
+    assert loss >= nll > 0 and math.isfinite(loss)  # label smoothing adds to the nll
+    moved = [
+        not torch.equal(a, b) for a, b in zip(before, step.engine.module.parameters(), strict=True)
+    ]
+    assert all(moved)
+    dev = step.evaluate(batches)
+    assert dev["dev_ppl"] == pytest.approx(math.exp(dev["dev_nll"]))
+    assert dev["dev_loss"] >= dev["dev_nll"] > 0
+    assert step.engine.module.training  # back to training after the dev loss
+
+
+def test_a_step_whose_loss_is_not_finite_stops_with_advice_keeping_the_newest(steps):
+    step, _ = steps
+    weights = next(step.engine.module.parameters())
+    saved = weights.detach().clone()
+    with torch.no_grad():
+        weights.fill_(float("nan"))
+    try:
+        with pytest.raises(Diverged, match="newest checkpoint \\(runs/x/step00000010\\) is kept"):
+            step.step(
+                new_state(),
+                dict.fromkeys(("save", "last", "stop"), False),
+                lambda: "runs/x/step00000010",
+            )
+    finally:
+        with torch.no_grad():
+            weights.copy_(saved)
+
+
+# ---- the run folder ----------------------------------------------------------------------
+
+
+def test_opening_a_run_of_another_configuration_moves_its_outputs_aside(tmp_path, data):
+    root = tmp_path / "run"
+    first = RunFolder(an_experiment(root, data), 0, 1)
+    first.open()
+    (root / "checkpoints" / "step00000010").mkdir(parents=True)  # half-written: no COMPLETE
+    (root / "train.json").write_text("{}")
+    first.open()
+    assert not (root / "checkpoints" / "step00000010").exists()  # dropped
+    assert (root / "train.json").exists()  # same configuration: kept
+    old = json.loads((root / "identity.json").read_text())["identity"]
+    changed = RunFolder(an_experiment(root, data, seed=7), 0, 1)
+    changed.open()
+    assert (root / "superseded" / old / "train.json").exists() and not (
+        root / "train.json"
+    ).exists()
+    assert json.loads((root / "identity.json").read_text())["identity"] != old
+    budget = RunFolder(an_experiment(root, data, seed=7, max_steps=99), 0, 1)
+    budget.open()  # a longer budget is the same trajectory: nothing moves
+    assert len(list((root / "superseded").iterdir())) == 1
+
+
+def test_the_weights_to_average_are_the_newest_scheduled_ones(tmp_path, data):
+    folder = RunFolder(an_experiment(tmp_path / "run", data, average_last=2), 0, 1)
+    payload = {"state_dict": {"w": torch.zeros(1)}, "model_config": {}, "step": 0}
+    for step, stopped in ((10, False), (20, False), (25, True), (30, False)):
+        ckpt.save_weights(ckpt.weights_file(folder.weights_dir, step, stopped), payload)
+    assert [p.name for p in folder.weights_to_average()] == [
+        "step00000020.safetensors",
+        "step00000030.safetensors",
+    ]
+
+
+# ---- the records -------------------------------------------------------------------------
+
+
+def test_the_training_log_is_written_by_rank_0_and_forgets_what_a_resume_replays(tmp_path):
+    path = tmp_path / "train.jsonl"
+    for rank in (0, 1):
+        log = TrainLog(path, rank, lambda values: values)
+        for step in (10, 20, 30):
+            log.append({"step": step, "loss": 1.0})
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [10, 20, 30]
+    TrainLog(path, 0, lambda values: values).forget_after(20)
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [10, 20]
+    window = LogWindow()
+    window.add(3.0, 2.0, 10)
+    window.add(1.0, 1.0, 5)
+    assert (window.loss, window.nll, window.tokens) == (4.0, 3.0, 15)
+
+
+def test_the_step_fill_is_real_tokens_per_step_against_the_setting():
+    state = {
+        "step": 4,
+        "target_tokens": 3600,
+        "source_tokens": 4000,
+        "padded_source_tokens": 5000,
+        "padded_target_tokens": 4500,
+    }
+    assert step_fill(state, 2000) == {
+        "tokens_per_step": 2000,
+        "real_tokens_per_step": {"source": 1000.0, "target": 900.0},
+        "padded_over_real": {"source": 1.25, "target": 1.25},
+    }
+
+
+def test_the_summary_reports_the_run_as_it_was_laid_out(tmp_path, steps):
+    step, _ = steps
+    settings = TrainSettings(max_steps=1)
+    shape = RunShape("quick", 0, 1, 1, 300, "fp32", "sliced", torch.device("cpu"))
+    state = {**new_state(), "step": 1, "epoch": 0, "seconds": 1.234}
+    weights = [tmp_path / "weights" / "step00000001.safetensors"]
+    summary = write_summary(
+        tmp_path, shape, state, settings, step.engine, weights, {"dev_ppl": 2.0}
+    )
+    written = json.loads((tmp_path / "train.json").read_text())
+    assert written == summary
+    assert summary["experiment"] == "quick" and summary["ended_by"] == "max_steps"
+    assert summary["processes"] == 1 and summary["precision"] == "fp32"
+    assert summary["final_weights"] == str(weights[0]) and summary["dev_ppl"] == 2.0
+    assert summary["gradient_dtypes"] == {"accumulation": "float32", "communication": "float32"}
+    assert summary["ranks_agree"] is True
+    assert np.isfinite(summary["device_tflops_fp32"])
