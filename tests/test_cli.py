@@ -77,7 +77,10 @@ def test_config_prints_the_validated_config_with_every_default(project, capsys):
 def test_a_wheel_installed_into_a_fresh_environment_works_outside_a_checkout(tmp_path, project):
     """`pip install .` (not editable) must give a working package: it reads its defaults from
     the schema it carries, not from a checkout's schemas/. The fresh environment sees the
-    installed dependencies (--system-site-packages) but gets the wheel's aiayn first."""
+    dependencies installed where these tests run (a .pth file naming their site-packages, which
+    works whether that is the machine's Python or a virtual environment, where
+    --system-site-packages would show the base interpreter's instead) but gets the wheel's aiayn
+    first."""
     source = tmp_path / "source"  # built from a copy: setuptools writes build/ beside it
     shutil.copytree(PROJECT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
@@ -87,8 +90,16 @@ def test_a_wheel_installed_into_a_fresh_environment_works_outside_a_checkout(tmp
     subprocess.run([*build, str(source)], check=True)
     [wheel] = (tmp_path / "dist").glob("aiayn-*.whl")
     venv = tmp_path / "fresh"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python, aiayn = venv / "bin" / "python", venv / "bin" / "aiayn"
+    ours = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
+    venv_site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (Path(venv_site) / "dependencies.pth").write_text("".join(f"{p}\n" for p in ours))
     install = [str(python), "-m", "pip", "-q", "install", "--no-deps", "--no-index", str(wheel)]
     subprocess.run(install, check=True)
     outside = tmp_path / "elsewhere"
