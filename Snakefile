@@ -17,6 +17,9 @@ min_version("9.0")
 # config.yaml, or the --configfile files added up into one study (aiayn.config.study), then
 # --config.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+from aiayn.config.check import check_config
+from aiayn.config.load import check_plan
+from aiayn.config.schema import schema
 from aiayn.config.study import (
     absent_optional_datasets,
     compose_config,
@@ -32,7 +35,9 @@ config.update(
     )
 )
 
-
+# A short message naming the key (and no hang on a YAML alias bomb) before the schema's
+# validator, which fills in the defaults.
+check_config(config, schema())
 validate(config, "schemas/config.schema.yaml")
 
 
@@ -45,7 +50,9 @@ config.update(without_datasets(config, absent))
 include: "rules/common.smk"
 
 
-plan.runs.check()  # before the rules resolve experiments, so a bad one is named clearly
+check_plan(
+    config
+)  # before the rules resolve experiments, so a bad one is named clearly
 # The bill before any job runs (a dry run is the place to read it).
 if workflow.is_main_process:
     logger.info(plan.report.gpu_hours())

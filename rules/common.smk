@@ -38,7 +38,7 @@ wildcard_constraints:
     src=r"[a-z]{2,3}",
     tgt=r"[a-z]{2,3}",
     lang=r"[a-z]{2,3}",
-    experiment=r"[A-Za-z0-9_.]+",
+    experiment=r"[A-Za-z0-9_][A-Za-z0-9_.]*",
     checkpoint=r"averaged|last",
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from aiayn.cli import main
@@ -70,7 +71,55 @@ def test_config_prints_the_validated_config_with_every_default(project, capsys):
     bad.write_text("include: [config.yaml]\nexperiments: {x: {dataset: toy, modle: tiny}}\n")
     assert main(["config", "--workdir", str(project), "--configfile", "bad.yaml"]) == 1
     error = capsys.readouterr().err
-    assert "does not validate against schemas/config.schema.yaml" in error and "modle" in error
+    assert "unknown key 'modle' under experiments.x: did you mean 'model'?" in error
+
+
+@pytest.mark.parametrize(
+    ("experiment", "said"),
+    [
+        ("{dataset: toy, model: tinyy}", "experiment 'x': unknown model preset 'tinyy'"),
+        ("{dataset: toyy, model: tiny}", "experiment 'x': dataset 'toyy' is not defined"),
+        ("{dataset: toy, model: tiny, dev_split: devv}", "experiment 'x': dev_split 'devv'"),
+        ("{dataset: toy, model: tiny, eval_splits: [tset]}", "eval_splits ['tset'] are not"),
+        ("{dataset: toy, model: tiny, seeds: 2.0}", "experiments.x.seeds: 2.0 is not a whole"),
+        ("{dataset: toy, model: tiny, decode: {alpha: .nan}}", "decode.alpha must be a finite"),
+    ],
+)
+def test_config_refuses_what_the_workflow_refuses(project, capsys, experiment, said):
+    """`aiayn config` runs the Snakefile's checks, all of them, not only the schema."""
+    bad = project / "bad.yaml"
+    bad.write_text(f"include: [config.yaml]\nexperiments: {{x: {experiment}}}\n")
+    assert main(["config", "--workdir", str(project), "--configfile", "bad.yaml"]) == 1
+    assert said in capsys.readouterr().err
+
+
+def test_bad_translate_arguments_are_refused_before_any_work(project, capsys, tmp_path):
+    """Checked before the model loads: a missing --output folder would otherwise lose every
+    translation at the end, and a folder as --input or a device that is not there a traceback."""
+    missing = tmp_path / "missing" / "out.txt"
+    error = translate(project, capsys, "-e", "tiny", "--output", str(missing))
+    assert f"--output {missing}: the folder {missing.parent} does not exist" in error
+    error = translate(project, capsys, "-e", "tiny", "--input", str(tmp_path))
+    assert f"--input {tmp_path} is a folder: name a text file" in error
+    error = translate(project, capsys, "-e", "tiny", "--device", "foo")
+    assert "--device 'foo' is not a device: use auto, cpu, cuda or cuda:N" in error
+    if not torch.cuda.is_available():
+        error = translate(project, capsys, "-e", "tiny", "--device", "cuda")
+        assert "--device cuda: this machine has 0 CUDA device(s); use --device cpu" in error
+    error = translate(project, capsys, "-e", "tiny", "--alpha", "nan")
+    assert "decode.alpha must be a finite number, not nan" in error
+
+
+def test_input_lines_are_split_on_newlines_only(tmp_path):
+    """U+2028, U+0085, a form feed, U+001C and a lone CR are text inside a line, as the data
+    stages read it (str.splitlines broke 6 lines into 11, misaligned with their input)."""
+    from aiayn.cli import read_input
+
+    path = tmp_path / "in.txt"
+    path.write_bytes("\ufeffa\u2028b\nc\x85d\ne\x0cf\ng\x1ch\ni\rj\r\nk\n".encode())
+    assert read_input(path) == ["a\u2028b", "c\x85d", "e\x0cf", "g\x1ch", "i\rj", "k"]
+    path.write_bytes(b"no final newline\n\nlast")
+    assert read_input(path) == ["no final newline", "", "last"]
 
 
 @pytest.mark.timeout(300)

@@ -119,11 +119,73 @@ def test_wrong_types_and_missing_keys_are_errors():
 
 
 def test_snakemake_cli_reports_a_typo_by_name(project_copy):
+    """One short message naming the key and the nearest valid one, not the whole config."""
     data = project_copy / "configs" / "data" / "toy.yaml"  # included by config.yaml
     data.write_text(data.read_text().replace("max_ratio:", "max_raito:"))
     result = run_snakemake(project_copy, "-n", check=False)
+    said = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "'max_raito' was unexpected" in result.stdout + result.stderr
+    assert "unknown key 'max_raito' under datasets.toy.clean: did you mean 'max_ratio'?" in said
+    assert len(said.splitlines()) < 30, said
+
+
+NAMES_THAT_LEAVE_THEIR_FOLDER = ["..", ".", "/", "a/b", "/tmp", "..hidden"]
+
+
+@pytest.mark.parametrize("name", NAMES_THAT_LEAVE_THEIR_FOLDER)
+@pytest.mark.parametrize("kind", ["study", "experiment", "dataset", "split"])
+def test_no_name_that_becomes_a_path_can_leave_its_folder(kind, name):
+    """Study, experiment, dataset and split names become folders and file names: each is held
+    to the schema's $defs patterns in one check (aiayn.config.check), with the rule in the
+    message."""
+    from aiayn.config.check import check_config
+    from aiayn.config.schema import schema
+
+    config = load("config.yaml")
+    if kind == "study":
+        config["study"] = name
+    elif kind == "experiment":
+        config["experiments"][name] = config["experiments"]["tiny"]
+    elif kind == "dataset":
+        config["datasets"][name] = config["datasets"]["toy"]
+    else:
+        config["datasets"]["toy"]["splits"][name] = config["datasets"]["toy"]["splits"]["dev"]
+    with pytest.raises(InputError, match="`.`, `..` and `/` would lead out of them"):
+        check_config(config, schema())
+
+
+def test_a_study_named_up_and_out_writes_nothing_outside_results(project_copy):
+    result = run_snakemake(project_copy, "-n", "--config", "study=..", check=False)
+    assert result.returncode != 0
+    assert "config key study: '..' is not allowed: use letters" in result.stdout + result.stderr
+    (project_copy / "....yaml").write_text("include: [config.yaml]\n")  # its stem is the study
+    result = run_snakemake(project_copy, "-n", "--configfile", "....yaml", check=False)
+    assert "config key study: '...' is not allowed: use letters" in result.stdout + result.stderr
+    assert not (project_copy / "tables").exists() and not (project_copy / "run.json").exists()
+
+
+def test_whole_number_floats_are_refused_naming_the_key():
+    """jsonschema's `integer` takes 2.0; average_last: 2.0 then failed after the training."""
+    from aiayn.config.check import check_config
+    from aiayn.config.schema import schema
+
+    config = load("config.yaml")
+    config["experiments"]["tiny"]["train"]["average_last"] = 2.0
+    with pytest.raises(InputError, match="experiments.tiny.train.average_last: 2.0 is not a whole"):
+        check_config(config, schema())
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once(project_copy):
+    """Aliases nested ten deep expand to 10^10 values: loading is quick, but printing the
+    schema's error never ended. The expanded size is counted without expanding."""
+    rows = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"] + [
+        f"a{k}: &a{k} [{', '.join([f'*a{k - 1}'] * 10)}]" for k in range(1, 10)
+    ]
+    (project_copy / "bomb.yaml").write_text("\n".join([*rows, "prepare: *a9", ""]))
+    result = run_snakemake(project_copy, "-n", "--configfile", "bomb.yaml", check=False)
+    assert result.returncode != 0
+    said = result.stdout + result.stderr
+    assert "bomb.yaml expands to 23,456,790,122 values, over 100,000" in said
 
 
 def test_unknown_dataset_in_prepare_is_named(project_copy):
@@ -373,7 +435,7 @@ def test_each_settings_object_has_exactly_its_schema_sections_properties_and_def
     [
         (
             lambda config: config["experiments"].update({"tiny; rm -rf ~": {"dataset": "toy"}}),
-            r"'tiny; rm -rf ~' does not match '\^\[A-Za-z0-9_.\]\+\$'",
+            r"'tiny; rm -rf ~' does not match '\^\[A-Za-z0-9_\]\[A-Za-z0-9_.\]\*\$'",
         ),
         (
             lambda config: config["datasets"].update({"my data": config["datasets"]["toy"]}),

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from aiayn.errors import InputError
 from aiayn.logs import setup_logging
+from aiayn.textio import atomic_output
 
 log = logging.getLogger("aiayn")
 
@@ -84,14 +85,18 @@ def main(argv: list[str] | None = None) -> int:
 def run_translate(args: argparse.Namespace) -> int:
     from aiayn.decode.translate import translate_lines
 
+    check_input(args.input)
+    check_output(args.output)
+    device = check_device(args.device)
     model_path, subword_path, settings, trained_words = locate(args)
     lines = read_input(args.input)
     log.info("%s: %d lines, %s", model_path, len(lines), settings)
     warn_of_long_lines(lines, trained_words)
-    translations = translate_lines(model_path, subword_path, lines, settings, args.device)
+    translations = translate_lines(model_path, subword_path, lines, settings, device)
     text = "".join(line + "\n" for line in translations)
     if args.output:
-        args.output.write_text(text, encoding="utf-8")
+        with atomic_output(args.output) as handle:
+            handle.write(text)
     else:
         sys.stdout.write(text)
     return 0
@@ -162,16 +167,69 @@ def warn_of_long_lines(lines: list[str], trained_words: int) -> list[int]:
 
 
 def read_input(path: Path | None) -> list[str]:
-    """Lines to translate, without their line ends; invalid UTF-8 is an error, not a guess."""
+    """Lines to translate, without their line ends, split on "\\n" only, as the data stages
+    split them (U+2028, U+0085, a form feed or a lone CR are text inside a line); invalid UTF-8
+    is an error, not a guess."""
     try:
         if path is None:
-            return sys.stdin.buffer.read().decode("utf-8").splitlines()
-        return path.read_text(encoding="utf-8").splitlines()
+            text = sys.stdin.buffer.read().decode("utf-8")
+        else:
+            text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as err:
         where = path or "stdin"
         raise InputError(f"{where} is not UTF-8 text (byte {err.start}): {err.reason}") from None
     except FileNotFoundError:
         raise InputError(f"input file {path} does not exist") from None
+    text = text.removeprefix("\ufeff")
+    lines = text.split("\n")
+    if lines[-1] == "":  # the final newline ends the last line; it does not start another
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def check_input(path: Path | None) -> None:
+    """Before any work: --input is a file."""
+    if path is not None and path.is_dir():
+        raise InputError(f"--input {path} is a folder: name a text file, one sentence per line")
+    if path is not None and not path.exists():
+        raise InputError(f"input file {path} does not exist")
+
+
+def check_output(path: Path | None) -> None:
+    """Before any work: an --output whose folder is missing would lose every translation."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise InputError(f"--output {path} is a folder: name the file to write")
+    if not path.parent.is_dir():
+        raise InputError(
+            f"--output {path}: the folder {path.parent} does not exist; create it first "
+            f"(mkdir -p {path.parent})"
+        )
+
+
+def check_device(name: str) -> str:
+    """Before any work: a device torch knows and this machine has."""
+    import torch
+
+    if name == "auto":
+        return name
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise InputError(
+            f"--device {name!r} is not a device: use auto, cpu, cuda or cuda:N"
+        ) from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (device.index is not None and device.index >= count):
+            raise InputError(
+                f"--device {name}: this machine has {count} CUDA device(s); use --device cpu "
+                "(or auto, which takes a GPU when there is one)"
+            )
+    elif device.type != "cpu":
+        raise InputError(f"--device {name!r}: use auto, cpu, cuda or cuda:N")
+    return name
 
 
 if __name__ == "__main__":

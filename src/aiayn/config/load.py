@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aiayn.config.schema import SCHEMA, SCHEMA_FILE
+from aiayn.config.check import check_config
+from aiayn.config.schema import SCHEMA, SCHEMA_FILE, schema
 from aiayn.config.study import absent_optional_datasets, compose_config, without_datasets
 from aiayn.errors import InputError
 
@@ -21,8 +22,20 @@ def load_config(root: Path, configfiles: list[Path] = (), overrides: dict | None
             f"{root.resolve()} has no config.yaml: run this from the workflow's folder "
             "(where the Snakefile is), or name it with --workdir"
         )
-    config = compose_config(root / "config.yaml", configfiles, overrides)
-    return validated(config)
+    config = validated(compose_config(root / "config.yaml", configfiles, overrides))
+    check_plan(config)
+    return config
+
+
+def check_plan(config: dict) -> None:
+    """What the Snakefile checks once the config is valid: every experiment resolves (its
+    dataset, splits, preset, seeds, decode settings), the report's baseline is one of them,
+    and no dataset mixes treebank splits with others."""
+    from aiayn.config.plan import Plan
+
+    plan = Plan(config)
+    plan.runs.check()
+    plan.data.treebanks()
 
 
 def validated(config: dict) -> dict:
@@ -31,6 +44,7 @@ def validated(config: dict) -> dict:
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
 
+    check_config(config, schema())  # the Snakefile's check, with the same messages
     try:
         validate(config, str(SCHEMA_FILE))
     except WorkflowError as err:

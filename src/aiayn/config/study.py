@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from aiayn.config.check import check_size
 from aiayn.errors import InputError
 
 NAMED_SECTIONS = ("experiments", "datasets")
@@ -113,6 +114,12 @@ def load_file(path: Path) -> dict:
         raise InputError(f"config file {path} is not valid YAML: {err}") from None
     if not isinstance(data, dict):
         raise InputError(f"config file {path} must hold a mapping of settings")
+    check_size(data, str(path))
+    prepare = data.get("prepare")
+    if prepare is not None and not (
+        isinstance(prepare, list) and all(isinstance(name, str) for name in prepare)
+    ):
+        raise InputError(f"{path}: `prepare` must be a list of dataset names")
     for section in NAMED_SECTIONS:
         if isinstance(data.get(section), list):
             raise InputError(

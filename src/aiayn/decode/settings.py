@@ -6,6 +6,7 @@ starts without importing torch (see model_config.py). The defaults are the schem
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from aiayn.config.schema import defaults
@@ -39,6 +40,8 @@ class DecodeSettings:
                 f"decode.constrain must be none, trees or lexicon, not {self.constrain!r}"
             )
         check_decoder(self.cache, self.compile)
+        if not math.isfinite(self.alpha):  # NaN or inf: every output would run to the limit
+            raise ValueError(f"decode.alpha must be a finite number, not {self.alpha}")
         if self.beam < 1 or self.batch_tokens < 1 or self.max_length_offset < 0:
             raise ValueError(
                 "decode.beam and decode.batch_tokens must be >= 1, max_length_offset >= 0"

@@ -65,8 +65,8 @@ class RunPlan:
         return resolve_evaluation(self.entry(name), self.config["datasets"])
 
     def decode_settings(self, name: str) -> dict:
-        """The checked decode settings (aiayn.decode.settings.DecodeSettings) as a dict: what
-        the decode rule hands its script, and the CLI and the benchmarks build the same way."""
+        """The checked decode settings (aiayn.decode.settings.DecodeSettings) as a dict, every
+        default filled in."""
         return asdict(self.evaluation(name)["decode"])
 
     def check(self) -> None:

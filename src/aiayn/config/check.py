@@ -1,0 +1,122 @@
+"""The composed config checked before anything reads it, with a message of one short paragraph.
+
+jsonschema's own error prints the whole instance it failed on: for a misspelt top-level key that
+is the whole config (thousands of lines, the key on line 3), and for a YAML alias bomb (aliases
+nested ten deep) printing never ends. So the config's expanded size is bounded first, then each
+error names its key path, what was wrong and, for an unknown key, the nearest valid name.
+Whole-number floats (`2.0`) pass the schema's `integer` in jsonschema; here they are refused,
+naming the key, before they fail a run hours later. Every name that becomes a path (study,
+dataset, split, experiment) is held to the schema's `$defs` patterns, which admit no `.` or
+`..` and no path separator, so no file of a study can leave its folder.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+
+from aiayn.errors import InputError
+
+# Values in the config with every YAML alias expanded: the paper's whole study has about 2,000.
+MAX_VALUES = 100_000
+
+
+def check_config(config: dict, schema: dict) -> None:
+    """Raise InputError with a short message if the config is too large or breaks the schema."""
+    check_size(config, "the config")
+    errors = list(strict_validator(schema).iter_errors(config))
+    if errors:
+        raise InputError(describe(first(errors)))
+
+
+def check_size(config, what: str) -> None:
+    """Refuse a config (or a config file) whose values, aliases expanded, are too many."""
+    size = expanded_size(config)
+    if size > MAX_VALUES:
+        raise InputError(
+            f"{what} expands to {size:,} values, over {MAX_VALUES:,}: are YAML aliases "
+            "(`*name`) nested in it? Write the repeated settings out, or use a preset's "
+            "`include:`"
+        )
+
+
+def expanded_size(value, sizes: dict | None = None) -> int:
+    """How many values `value` holds with aliases expanded, counted without expanding them
+    (a shared node's size is computed once)."""
+    sizes = {} if sizes is None else sizes
+    if not isinstance(value, dict | list):
+        return 1
+    if id(value) not in sizes:
+        sizes[id(value)] = 0  # a node that contains itself counts once
+        children = value.values() if isinstance(value, dict) else value
+        sizes[id(value)] = 1 + sum(expanded_size(child, sizes) for child in children)
+    return sizes[id(value)]
+
+
+def strict_validator(schema: dict):
+    """The schema's validator, with `integer` meaning an int (jsonschema also takes 2.0)."""
+    from jsonschema import Draft202012Validator, validators
+
+    def is_integer(checker, instance) -> bool:
+        return isinstance(instance, int) and not isinstance(instance, bool)
+
+    checker = Draft202012Validator.TYPE_CHECKER.redefine("integer", is_integer)
+    return validators.extend(Draft202012Validator, type_checker=checker)(schema)
+
+
+def first(errors: list):
+    """The error to report: the deepest of the most relevant (jsonschema's best_match)."""
+    from jsonschema.exceptions import best_match
+
+    return best_match(errors)
+
+
+NAME_RULE = (
+    "use letters, digits and `_` (names become folders and file names: `.`, `..` and `/` "
+    "would lead out of them)"
+)
+
+
+def describe(error) -> str:
+    """One paragraph: where, what, and how to fix it; never the whole instance."""
+    where = key_path(error.absolute_path)
+    if error.validator == "additionalProperties":
+        return unknown_key(error, where)
+    if error.validator == "pattern":
+        return f"config key {where}: {short(error.instance)} is not allowed: {NAME_RULE}"
+    if error.validator == "type" and error.validator_value == "integer":
+        return (
+            f"config key {where}: {short(error.instance)} is not a whole number: write it "
+            "without a decimal point"
+        )
+    message = error.message if len(error.message) <= 300 else error.message[:297] + "..."
+    return f"config key {where}: {message}"
+
+
+def unknown_key(error, where: str) -> str:
+    """A misspelt key, named first, with the nearest valid name."""
+    allowed = list(error.schema.get("properties", {}))
+    patterns = list(error.schema.get("patternProperties", {}))
+    unknown = [
+        name
+        for name in error.instance
+        if name not in allowed and not any(re.search(p, name) for p in patterns)
+    ]
+    name = unknown[0]
+    if patterns and not allowed:  # a named entry (a dataset, a split) with a bad name
+        return f"config key {where}: {short(name)} is not allowed as a name: {NAME_RULE}"
+    near = difflib.get_close_matches(name, allowed, n=1)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    inside = f"under {where}" if where != "(top level)" else "at the top level"
+    return f"config: unknown key {name!r} {inside}: {hint}valid keys: {', '.join(allowed)}"
+
+
+def key_path(parts: Iterable) -> str:
+    path = ".".join(str(part) for part in parts)
+    return path or "(top level)"
+
+
+def short(value, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
