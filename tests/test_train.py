@@ -489,6 +489,31 @@ def test_a_damaged_newest_checkpoint_is_set_aside_and_the_one_before_resumed(tmp
 
 
 @pytest.mark.workflow
+def test_a_lost_final_weights_file_is_written_again_from_its_checkpoint(tmp_path, copy_data):
+    """Deleting an unreadable weights file and rerunning must not end with an older file as the
+    final weights and fewer files to average than average_last."""
+    spec = experiment(tmp_path / "run.json", copy_data, max_steps=12, checkpoint_every_steps=4,
+                      average_last=3)  # fmt: skip
+    first = train(spec)
+    final = Path(first["final_weights"])
+    kept = load_weights(final)["state_dict"]
+    final.unlink()
+    (tmp_path / "run" / "train.json").unlink()
+    result = run_training(spec)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"{final} was missing: written again from its checkpoint" in result.stderr
+    again = json.loads((tmp_path / "run" / "train.json").read_text())
+    assert again["steps"] == 12 and again["final_weights"] == str(final)
+    assert [Path(p).name for p in again["average_weights"]] == [
+        "step00000004.safetensors",
+        "step00000008.safetensors",
+        "step00000012.safetensors",
+    ]
+    restored = load_weights(final)["state_dict"]
+    assert all(torch.equal(kept[k], restored[k]) for k in kept)
+
+
+@pytest.mark.workflow
 def test_a_full_disk_while_saving_keeps_the_checkpoint_before(tmp_path, copy_data):
     straight = train(experiment(tmp_path / "straight.json", copy_data))
     spec = experiment(tmp_path / "run.json", copy_data, max_steps=6)

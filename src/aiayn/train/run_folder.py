@@ -112,7 +112,30 @@ class RunFolder:
         _, client = engine.load_checkpoint(str(self.checkpoint_dir), tag=newest.name)
         saved = client["train_state"]
         ckpt.load_rng_state(ckpt.rng_file(newest, self.rank))
+        self.restore_weights(engine, saved["step"], client.get("stopped", False))
         return saved
+
+    def restore_weights(self, engine, step: int, stopped: bool) -> None:
+        """The newest checkpoint's consolidated weights, written again from the checkpoint when
+        they are gone (deleted after `not a readable weights file`, say): train.json would
+        otherwise name an older file as the final weights, and averaging would average fewer
+        files than average_last. Every rank takes part (the weights are gathered)."""
+        path = ckpt.weights_file(self.weights_dir, step, stopped)
+        if path.exists():
+            return
+        weights = self.consolidated_state_dict(engine)
+        if self.rank == 0:
+            ckpt.save_weights(path, self.weights_payload(weights, step))
+            log.warning("%s was missing: written again from its checkpoint", path)
+        self.barrier()
+
+    def weights_payload(self, weights: dict, step: int) -> dict:
+        return {
+            "state_dict": weights,
+            "model_config": asdict(self.exp.model),
+            "step": step,
+            "experiment": self.exp.name,
+        }
 
     def save(self, engine, state: dict, stopped: bool = False) -> None:
         """Every process writes its part, rank 0 the consolidated weights and, last, COMPLETE.
@@ -134,21 +157,19 @@ class RunFolder:
         engine.save_checkpoint(
             str(self.checkpoint_dir),
             tag=tag,
-            client_state={"train_state": dict(state), "experiment": self.exp.as_dict()},
+            client_state={
+                "train_state": dict(state),
+                "experiment": self.exp.as_dict(),
+                "stopped": stopped,  # which weights file it has (restore_weights)
+            },
             save_latest=False,
         )
         ckpt.save_rng_state(ckpt.rng_file(self.checkpoint_dir / tag, self.rank))
         weights = self.consolidated_state_dict(engine)  # collective: every rank takes part
         self.barrier()
         if self.rank == 0:
-            payload = {
-                "state_dict": weights,
-                "model_config": asdict(self.exp.model),
-                "step": state["step"],
-                "experiment": self.exp.name,
-            }
             path = ckpt.weights_file(self.weights_dir, state["step"], stopped)
-            ckpt.save_weights(path, payload)
+            ckpt.save_weights(path, self.weights_payload(weights, state["step"]))
             ckpt.mark_complete(self.checkpoint_dir / tag, state["step"])
             ckpt.prune(
                 self.checkpoint_dir,
