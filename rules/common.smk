@@ -109,6 +109,7 @@ def trainer_data(wildcards):
     return {
         "train_data": plan.data.split_sides("bin", name, "train", (".bin", ".idx")),
         "dev_data": plan.data.split_sides("bin", name, dev, (".bin", ".idx")),
+        "subword": paths.subword_file("model", name),  # its hash goes into the weights
         "dev_parse": [
             files[key] for key in ("words", "gold_trees", "subword") if key in files
         ]

@@ -310,6 +310,41 @@ def test_averaging_refuses_mismatched_checkpoints(tmp_path):
             load_weights(tmp_path / broken)
 
 
+def test_weights_used_under_another_name_or_bpe_model_are_refused_naming_both(tmp_path):
+    """A weights file copied from another run folder, or a BPE model rebuilt at the same size
+    since training, would average or decode without a word (garbled output, the other
+    experiment's scores): every consumer checks what the file says it was trained as."""
+    from aiayn.decode.translate import load_model
+    from aiayn.train.checkpoint import check_origin, file_sha256
+
+    bpe, rebuilt = tmp_path / "bpe.model", tmp_path / "rebuilt.model"
+    bpe.write_bytes(b"the pieces training cut its data with")
+    rebuilt.write_bytes(b"the same size, other pieces")
+    model = Transformer(
+        TransformerConfig(vocab_size=20, n_layers=1, d_model=16, d_ff=32, n_heads=2, dropout=0.0)
+    )
+    for name, run, identity in (("a", "tiny", "1f"), ("b", "tiny", "1f"), ("c", "other", "2e")):
+        payload = weights_payload(model.state_dict(), step=1) | {
+            "model_config": vars(model.config), "experiment": run, "identity": identity,
+            "subword_sha256": file_sha256(bpe),
+        }  # fmt: skip
+        save_weights(tmp_path / f"{name}.safetensors", payload)
+    a, b, c = (tmp_path / f"{name}.safetensors" for name in "abc")
+    assert average_weights([a, b], "tiny")["experiment"] == "tiny"
+    with pytest.raises(InputError, match="holds the weights of experiment 'other', not 'tiny'"):
+        average_weights([a, c], "tiny")
+    with pytest.raises(InputError, match="was trained with other settings than"):
+        average_weights([a, c])  # no name to check: one run's checkpoints all the same
+    load_model(a, torch.device("cpu"), "tiny", bpe)
+    with pytest.raises(InputError, match="holds the weights of experiment 'tiny', not 'other'"):
+        load_model(a, torch.device("cpu"), "other", bpe)
+    with pytest.raises(InputError, match="rebuilt.model is not the BPE model .*a.safetensors was"):
+        load_model(a, torch.device("cpu"), "tiny", rebuilt)
+    check_origin(
+        {"experiment": None, "subword_sha256": None}, "old.pt", "tiny", rebuilt
+    )  # says nothing
+
+
 def test_a_signals_weights_are_never_averaged_and_go_once_a_scheduled_one_follows(tmp_path):
     """Pruning keeps the newest `average_last` weights written on schedule; a signal's (written
     at whatever step SLURM stopped the run) is kept only while it is the newest."""

@@ -4,6 +4,7 @@ trains whole runs in subprocesses, as the workflow does; these name the part tha
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -261,3 +262,19 @@ def test_the_summary_reports_the_run_as_it_was_laid_out(tmp_path, steps):
     assert summary["gradient_dtypes"] == {"accumulation": "float32", "communication": "float32"}
     assert summary["ranks_agree"] is True
     assert np.isfinite(summary["device_tflops_fp32"])
+
+
+def test_weights_say_which_run_and_which_bpe_model_they_were_trained_with(tmp_path, data):
+    bpe = tmp_path / "bpe.model"
+    bpe.write_bytes(b"pieces")
+    experiment = dataclasses.replace(an_experiment(tmp_path / "run", data), subword=str(bpe))
+    payload = RunFolder(experiment, 0, 1).weights_payload({}, 3)
+    assert payload["experiment"] == "run" and payload["step"] == 3
+    assert payload["identity"] == experiment.identity()
+    assert payload["subword_sha256"] == ckpt.file_sha256(bpe)
+    assert Experiment.from_json(write_spec(tmp_path / "e.json", experiment)).subword == str(bpe)
+
+
+def write_spec(path: Path, experiment: Experiment) -> Path:
+    path.write_text(json.dumps(experiment.as_dict()))
+    return path

@@ -12,7 +12,12 @@ from aiayn.textio import atomic_output
 
 
 def main():
-    model, _ = load_model(snakemake.input.model, pick_device())
+    model, _ = load_model(
+        snakemake.input.model,
+        pick_device(),
+        snakemake.wildcards.experiment,
+        snakemake.input.subword,
+    )
     processor = spm.SentencePieceProcessor(model_file=snakemake.input.subword)
     layer = figure_layer(model.config.n_layers)
     name = snakemake.wildcards.experiment

@@ -27,7 +27,9 @@ def main():
     settings = DecodeSettings(**snakemake.params.settings)
     device = pick_device()
     path = weights_path()
-    model, payload = load_model(path, device)
+    model, payload = load_model(
+        path, device, snakemake.wildcards.experiment, snakemake.input.subword
+    )
     source = IndexedDataset(snakemake.input.source[0].removesuffix(".bin"))
     processor = spm.SentencePieceProcessor(model_file=snakemake.input.subword)
     check_vocabulary(processor, model, snakemake.input.subword, path)

@@ -92,7 +92,9 @@ def run_translate(args: argparse.Namespace) -> int:
     lines = read_input(args.input)
     log.info("%s: %d lines, %s", model_path, len(lines), settings)
     warn_of_long_lines(lines, trained_words)
-    translations = translate_lines(model_path, subword_path, lines, settings, device)
+    translations = translate_lines(
+        model_path, subword_path, lines, settings, device, experiment=args.experiment
+    )
     text = "".join(line + "\n" for line in translations)
     if args.output:
         with atomic_output(args.output) as handle:

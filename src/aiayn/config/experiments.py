@@ -53,6 +53,7 @@ def resolve(experiment: dict, datasets: dict) -> dict:
         "data": {
             "train": paths.split_sides("bin", dataset_name, "train", dataset["langs"]),
             "dev": paths.split_sides("bin", dataset_name, dev, dataset["langs"]),
+            "subword": paths.subword_file("model", dataset_name),
         },
         "model": asdict(model),
         "train": asdict(train),

@@ -28,7 +28,7 @@ from aiayn.errors import InputError
 from aiayn.logs import progress
 from aiayn.model import Transformer
 from aiayn.model_config import TransformerConfig
-from aiayn.train.checkpoint import load_weights
+from aiayn.train.checkpoint import check_origin, load_weights
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -37,9 +37,13 @@ def pick_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
-def load_model(path: str | Path, device: torch.device) -> tuple[Transformer, dict]:
-    """A model from a weights file (a checkpoint's or the averaged one), in eval mode."""
+def load_model(
+    path: str | Path, device: torch.device, experiment: str | None = None, subword=None
+) -> tuple[Transformer, dict]:
+    """A model from a weights file (a checkpoint's or the averaged one), in eval mode; where
+    given, the weights must be `experiment`'s and trained on data cut with `subword`."""
     payload = load_weights(path)
+    check_origin(payload, path, experiment, subword)
     model = Transformer(TransformerConfig(**payload["model_config"]))
     model.load_state_dict(payload["state_dict"])
     return model.to(device).eval(), payload
@@ -60,13 +64,18 @@ def detokenized(processor, hypotheses: list[Hypothesis]) -> list[str]:
 
 
 def translate_lines(
-    weights_path, subword_path, lines: list[str], settings: DecodeSettings, device: str = "auto"
+    weights_path,
+    subword_path,
+    lines: list[str],
+    settings: DecodeSettings,
+    device: str = "auto",
+    experiment: str | None = None,
 ) -> list[str]:
     """Raw text lines translated with a weights file and its BPE model, in input order; an empty
     line gives an empty line."""
     import sentencepiece as spm
 
-    model, _ = load_model(weights_path, pick_device(device))
+    model, _ = load_model(weights_path, pick_device(device), experiment, subword_path)
     processor = spm.SentencePieceProcessor(model_file=str(subword_path))
     check_vocabulary(processor, model, subword_path, weights_path)
     texts = [" ".join(line.split()) for line in lines]

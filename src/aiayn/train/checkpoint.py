@@ -43,7 +43,9 @@ WEIGHTS_SUFFIX = ".safetensors"
 # checkpoints written at fixed intervals).
 STOPPED = ".stopped"
 WEIGHTS_FORMAT = "aiayn-weights"  # the metadata's `format`: a file this code wrote
-METADATA = ("model_config", "step", "experiment", "averaged_from")  # JSON values beside tensors
+# JSON values beside the tensors. identity: the run's (Experiment.identity: model, trajectory,
+# data); subword_sha256: the BPE model its training data was cut with (None where unknown).
+METADATA = ("model_config", "step", "experiment", "averaged_from", "identity", "subword_sha256")
 
 
 def tag_of(step: int) -> str:
@@ -196,18 +198,60 @@ def read_safetensors(path: Path) -> dict:
                 f"{WEIGHTS_FORMAT}` in its metadata, so no model config to build the model from)"
             )
         state_dict = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
-    return {"state_dict": state_dict, **{key: json.loads(metadata[key]) for key in METADATA}}
+    # files written before a key existed lack it: None, as for a key never set
+    return {
+        "state_dict": state_dict,
+        **{key: json.loads(metadata.get(key, "null")) for key in METADATA},
+    }
 
 
-def average_weights(paths: list[str | Path]) -> dict:
-    """Element-wise mean of several weights files, after checking names and shapes agree."""
+def file_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def check_origin(payload: dict, path, experiment: str | None = None, subword=None) -> None:
+    """Refuse weights used under another experiment's name (a file copied from another run
+    folder) or with a BPE model other than the one their training data was cut with (one
+    rebuilt since: the ids would mean other pieces, and the output would be garbled). Files
+    that do not say (written before these were recorded) pass."""
+    trained_as = payload.get("experiment")
+    if experiment is not None and trained_as is not None and trained_as != experiment:
+        raise InputError(
+            f"{path} holds the weights of experiment {trained_as!r}, not {experiment!r} (copied "
+            f"from another run folder?): train {experiment!r} itself (move its run folder "
+            f"away), or use {trained_as!r}'s name"
+        )
+    expected = payload.get("subword_sha256")
+    if subword is not None and expected is not None:
+        actual = file_sha256(subword)
+        if actual != expected:
+            raise InputError(
+                f"{subword} is not the BPE model {path} was trained with (sha256 {actual[:12]}, "
+                f"the weights' {expected[:12]}): it was rebuilt since, and its ids name other "
+                "pieces. Retrain the experiment on data cut with this BPE model "
+                "(`snakemake --forcerun train ...`), or restore the one it was trained with"
+            )
+
+
+def average_weights(paths: list[str | Path], experiment: str | None = None) -> dict:
+    """Element-wise mean of several weights files, after checking that they are `experiment`'s,
+    of one run (identity), and that names and shapes agree."""
     if not paths:
         raise InputError("no checkpoints to average")
     first = load_weights(paths[0])  # its model config and experiment describe the average
+    check_origin(first, paths[0], experiment)
     total = {name: tensor.double().clone() for name, tensor in first["state_dict"].items()}
     last_step = first.get("step")
     for path in paths[1:]:
         payload = load_weights(path)
+        check_origin(payload, path, experiment)
+        if None not in (payload.get("identity"), first.get("identity")) and (
+            payload["identity"] != first["identity"]
+        ):
+            raise InputError(
+                f"{path} was trained with other settings than {paths[0]} (run identity "
+                f"{payload['identity']} vs {first['identity']}): not checkpoints of one run"
+            )
         state, last_step = payload["state_dict"], payload.get("step")
         if set(state) != set(total):
             missing, extra = sorted(set(total) - set(state)), sorted(set(state) - set(total))

@@ -130,11 +130,14 @@ class RunFolder:
         self.barrier()
 
     def weights_payload(self, weights: dict, step: int) -> dict:
+        """The weights and what they were trained as: averaging and decoding check both."""
         return {
             "state_dict": weights,
             "model_config": asdict(self.exp.model),
             "step": step,
             "experiment": self.exp.name,
+            "identity": self.exp.identity(),
+            "subword_sha256": ckpt.file_sha256(self.exp.subword) if self.exp.subword else None,
         }
 
     def save(self, engine, state: dict, stopped: bool = False) -> None:

@@ -75,6 +75,8 @@ class Experiment:
     # parsing experiments with train.dev_parse_sentences: the files their dev parses read
     # (words, gold_trees, subword, lexicon, linearization; experiments.dev_parse_files)
     dev_parse: dict | None = None
+    # the BPE model the data was cut with; its hash goes into every weights file
+    subword: str | None = None
 
     @classmethod
     def from_json(cls, path: str | Path) -> Experiment:
@@ -87,6 +89,7 @@ class Experiment:
             model=TransformerConfig(**spec["model"]),
             train=TrainSettings(**spec["train"]),
             dev_parse=spec.get("dev_parse"),
+            subword=spec["data"].get("subword"),
         )
 
     def as_dict(self) -> dict:
@@ -94,7 +97,11 @@ class Experiment:
         return {
             "name": self.name,
             "run_dir": str(self.run_dir),
-            "data": {"train": list(self.train_data), "dev": list(self.dev_data)},
+            "data": {
+                "train": list(self.train_data),
+                "dev": list(self.dev_data),
+                **({"subword": self.subword} if self.subword else {}),
+            },
             "model": asdict(self.model),
             "train": asdict(self.train),
             **({"dev_parse": self.dev_parse} if self.dev_parse else {}),
