@@ -278,3 +278,52 @@ def test_weights_say_which_run_and_which_bpe_model_they_were_trained_with(tmp_pa
 def write_spec(path: Path, experiment: Experiment) -> Path:
     path.write_text(json.dumps(experiment.as_dict()))
     return path
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"RANK": "1"},  # a launcher's rank left in the shell: waited forever for rank 0
+        {"RANK": "0", "WORLD_SIZE": "0"},
+        {"LOCAL_RANK": "2", "WORLD_SIZE": "2"},
+        {"RANK": "one"},
+    ],
+)
+def test_stray_launch_variables_are_refused_before_waiting_for_other_ranks(monkeypatch, variables):
+    from aiayn.train.engine import check_launch_variables
+
+    for name, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", **variables}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(InputError, match="RANK=.* in the environment describe no process|whole"):
+        check_launch_variables()
+
+
+def test_the_trainer_with_a_stray_rank_stops_at_once_naming_the_variables(tmp_path, data):
+    """RANK=1 left in the shell: the trainer stops with the variables named, not a hang."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT
+
+    spec = tmp_path / "e.json"
+    spec.write_text(json.dumps(an_experiment(tmp_path / "run", data).as_dict()))
+    env = {**os.environ, "RANK": "1", "PYTHONPATH": str(PROJECT / "src")}
+    env.pop("WORLD_SIZE", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "aiayn.train.trainer", str(spec)],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "RANK=1, LOCAL_RANK=0, WORLD_SIZE=1 in the environment describe no process" in (
+        result.stderr
+    )
+
+
+def test_a_stopped_training_names_its_checkpoint_or_says_there_is_none():
+    from aiayn.train.launch import stopped_message
+
+    none = stopped_message("tiny", -15, None, "logs/train/tiny.log")
+    assert "stopped by a signal (exit -15): before any checkpoint was written" in none
+    some = stopped_message("tiny", 143, "runs/tiny/checkpoints/step00000010", "logs/x.log")
+    assert "its newest checkpoint is runs/tiny/checkpoints/step00000010; rerun" in some

@@ -15,7 +15,9 @@ from pathlib import Path
 from aiayn.config import paths
 from aiayn.errors import InputError
 from aiayn.logs import run_stage
-from aiayn.train.launch import launch_command
+from aiayn.train.launch import launch_command, stopped_message
+from aiayn.train.run_folder import RunFolder
+from aiayn.train.settings import Experiment
 from aiayn.train.trainer import STOP_SIGNALS
 
 
@@ -34,10 +36,8 @@ def main():
             signal.signal(signum, lambda received, frame: trainer.send_signal(received))
         returncode = trainer.wait()
     if returncode in {128 + s for s in STOP_SIGNALS} or returncode in {-s for s in STOP_SIGNALS}:
-        raise InputError(
-            f"training {spec['name']} was stopped by a signal (exit {returncode}) after "
-            f"checkpointing; rerun (or let Snakemake retry) to resume. See {snakemake.log[0]}"
-        )
+        newest = RunFolder(Experiment.from_json(path), 0, 1).newest()
+        raise InputError(stopped_message(spec["name"], returncode, newest, snakemake.log[0]))
     if returncode != 0:
         raise InputError(
             f"training {spec['name']} failed (exit {returncode}); see {snakemake.log[0]}"

@@ -33,6 +33,25 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def check_launch_variables() -> None:
+    """A launcher's RANK, LOCAL_RANK or WORLD_SIZE left in the shell (or set by hand) must
+    describe a world this process can be part of; RANK=1 in a world of one waited forever for
+    a rank 0 that never comes."""
+    names = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+    try:
+        rank, local_rank, world = (int(os.environ[name]) for name in names)
+    except ValueError:
+        found = ", ".join(f"{name}={os.environ[name]!r}" for name in names)
+        raise InputError(f"the launch variables must be whole numbers: {found}") from None
+    if world < 1 or not 0 <= rank < world or not 0 <= local_rank < world:
+        raise InputError(
+            f"RANK={rank}, LOCAL_RANK={local_rank}, WORLD_SIZE={world} in the environment "
+            "describe no process of this run (a rank must be below the world size): left "
+            "from another launch? Unset them (`unset RANK LOCAL_RANK WORLD_SIZE`) to train as "
+            "one process, or start several with torchrun"
+        )
+
+
 def init_process() -> tuple[int, int, torch.device]:
     """Rank, world size and device; a lone process sets up a world of one itself."""
     for key, value in (
@@ -42,6 +61,7 @@ def init_process() -> tuple[int, int, torch.device]:
         ("MASTER_ADDR", "127.0.0.1"),
     ):
         os.environ.setdefault(key, value)
+    check_launch_variables()
     # torchrun (also as srun starts it, aiayn.train.launch) or another launcher of several
     # processes: their port, as given. A lone process picks its own, whatever MASTER_PORT it
     # inherited (a shell's, or one an earlier in-process start left): two trainings that Snakemake

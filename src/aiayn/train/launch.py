@@ -75,3 +75,15 @@ def launch_command(experiment_json: str, processes: int, nodes: int, env=None) -
         f"--rdzv_id=aiayn-{job_id}",
         *trainer,
     ]
+
+
+def stopped_message(name: str, returncode: int, newest, log_file: str) -> str:
+    """What the train job says when a signal stopped its trainer: the checkpoint a rerun resumes
+    from, or that none was written (a trainer killed while it started, or while it waited for
+    other ranks, wrote none)."""
+    kept = (
+        f"its newest checkpoint is {newest}; rerun (or let Snakemake retry) to resume"
+        if newest
+        else "before any checkpoint was written; a rerun starts afresh"
+    )
+    return f"training {name} was stopped by a signal (exit {returncode}): {kept}. See {log_file}"
