@@ -22,6 +22,7 @@ from aiayn.config.load import check_plan
 from aiayn.config.schema import schema
 from aiayn.config.study import (
     absent_optional_datasets,
+    check_not_emptied,
     compose_config,
     without_datasets,
 )
@@ -41,7 +42,8 @@ check_config(config, schema())
 validate(config, "schemas/config.schema.yaml")
 
 
-absent = absent_optional_datasets(config)
+absent = absent_optional_datasets(config)  # recorded in results/<study>/run.json
+check_not_emptied(config, absent)
 for message in absent.values():
     logger.warning(message)
 config.update(without_datasets(config, absent))

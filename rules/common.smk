@@ -211,6 +211,7 @@ def record_study_run(output, log):
         },
         scores=plan.outputs.score_files(),
         seed_scores=plan.outputs.seed_score_files(),
+        left_out=absent,  # optional datasets without data (the Snakefile's)
     )
     Path(log).write_text(
         f"{output}: {len(record['experiments'])} experiments, {len(record['scores'])} "

@@ -222,3 +222,30 @@ def test_the_run_record_reads_every_kind_of_score_file(tmp_path):
         str(PROJECT / "results/ptb_sample/scores/parser_sample/averaged/test.json")
     )
     assert parsed["sentences"] == 168 and 0 <= parsed["f1"] <= 100
+
+
+def test_a_study_emptied_by_an_absent_optional_dataset_is_an_error(tmp_path):
+    """A mistyped root of the only dataset ended as an empty study, exit 0, with one warning
+    among many lines; the run record of a study that left some out says which."""
+    overlay = tmp_path / "typo.yaml"
+    overlay.write_text(
+        f"include: [{PROJECT / 'configs/parsing_wsj.yaml'}]\n"
+        "datasets: {wsj: {optional: true, root: /nonexistent/treebank_3/parsed/mrg/wjs}}\n"
+    )
+    with pytest.raises(InputError, match="nothing is left of the study: every experiment"):
+        load_config(PROJECT, [overlay])
+
+
+def test_the_run_record_says_what_was_left_out(tmp_path, monkeypatch):
+    from aiayn.report.run_record import INVOCATION, run_record
+
+    monkeypatch.setenv(INVOCATION, '{"argv": ["snakemake", "--cores", "all"], "started": 0}')
+    said = "left out parser_wsj: dataset 'wsj' has no data at treebank_3/..."
+    record = run_record(
+        study="paper", configfiles=[], root=PROJECT, experiments={}, scores=[],
+        left_out={"wsj": said},
+    )  # fmt: skip
+    assert record["left_out"] == {"wsj": said}
+    assert "left_out" not in run_record(
+        study="paper", configfiles=[], root=PROJECT, experiments={}, scores=[]
+    )

@@ -11,7 +11,12 @@ from pathlib import Path
 
 from aiayn.config.check import check_config
 from aiayn.config.schema import SCHEMA, SCHEMA_FILE, schema
-from aiayn.config.study import absent_optional_datasets, compose_config, without_datasets
+from aiayn.config.study import (
+    absent_optional_datasets,
+    check_not_emptied,
+    compose_config,
+    without_datasets,
+)
 from aiayn.errors import InputError
 
 
@@ -49,4 +54,6 @@ def validated(config: dict) -> dict:
         validate(config, str(SCHEMA_FILE))
     except WorkflowError as err:
         raise InputError(f"the config does not validate against {SCHEMA}: {err}") from None
-    return without_datasets(config, absent_optional_datasets(config))
+    absent = absent_optional_datasets(config)
+    check_not_emptied(config, absent)
+    return without_datasets(config, absent)

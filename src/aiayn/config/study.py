@@ -162,6 +162,21 @@ def absent_optional_datasets(config: dict) -> dict[str, str]:
     return absent
 
 
+def check_not_emptied(config: dict, absent: dict[str, str]) -> None:
+    """A study whose every experiment needs an optional dataset that is absent (a mistyped
+    root, say) would end empty with exit 0; that is an error, with each dataset's line."""
+    if not absent:
+        return
+    kept = without_datasets(config, absent)
+    if (config["experiments"] or config["prepare"]) and not (
+        kept["experiments"] or kept["prepare"]
+    ):
+        raise InputError(
+            "nothing is left of the study: every experiment needs an optional dataset whose "
+            "data is absent. " + " ".join(absent.values())
+        )
+
+
 def without_datasets(config: dict, names) -> dict:
     """The config without these datasets, their experiments, or their `prepare` entries."""
     names = set(names)

@@ -119,6 +119,7 @@ def run_record(
     experiments: dict[str, tuple[str, dict]],
     scores: list[str],
     seed_scores: list[str] = (),
+    left_out: dict[str, str] | None = None,
 ) -> dict:
     """The record of the snakemake invocation that (re)made the study's results; `experiments`
     maps each run to its train.json and its decode settings; `seed_scores` are the records over
@@ -140,6 +141,8 @@ def run_record(
         },
         "scores": by_name(scores, results / "scores"),
         **({"seed_scores": by_name(seed_scores, results / "seeds")} if seed_scores else {}),
+        # optional datasets whose data was absent, and the experiments left out with them
+        **({"left_out": dict(left_out)} if left_out else {}),
     }
 
 
