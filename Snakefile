@@ -14,47 +14,30 @@ from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
-# config.yaml, or the --configfile files added up into one study (aiayn.config.study), then
-# --config.
+# config.yaml, or the --configfile files added up into one study, then --config: checked,
+# validated (every default filled in), optional datasets without data left out, every
+# experiment resolved (aiayn.config.load, which `aiayn config` runs too). A bad config ends
+# here with its message alone.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
-from aiayn.config.check import check_config
-from aiayn.config.load import check_plan
-from aiayn.config.schema import schema
-from aiayn.config.study import (
-    absent_optional_datasets,
-    check_not_emptied,
-    compose_config,
-    without_datasets,
-)
+from aiayn.config.load import plain_errors, prepared_config
 
-config.clear()
-config.update(
-    compose_config(
+with plain_errors():
+    study_config, absent = prepared_config(
         Path("config.yaml"),  # in the working directory, as `configfile:` would read it
         workflow.config_settings.configfiles,
         workflow.config_settings.config,
     )
-)
-
-# A short message naming the key (and no hang on a YAML alias bomb) before the schema's
-# validator, which fills in the defaults.
-check_config(config, schema())
+config.clear()
+config.update(study_config)
+# As prepared_config did (its defaults are in): the schema a reader of the workflow looks for.
 validate(config, "schemas/config.schema.yaml")
-
-
-absent = absent_optional_datasets(config)  # recorded in results/<study>/run.json
-check_not_emptied(config, absent)
-for message in absent.values():
+for message in absent.values():  # recorded in results/<study>/run.json too
     logger.warning(message)
-config.update(without_datasets(config, absent))
 
 
 include: "rules/common.smk"
 
 
-check_plan(
-    config
-)  # before the rules resolve experiments, so a bad one is named clearly
 # The bill before any job runs (a dry run is the place to read it).
 if workflow.is_main_process:
     logger.info(plan.report.gpu_hours())

@@ -125,8 +125,21 @@ def test_snakemake_cli_reports_a_typo_by_name(project_copy):
     result = run_snakemake(project_copy, "-n", check=False)
     said = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "unknown key 'max_raito' under datasets.toy.clean: did you mean 'max_ratio'?" in said
-    assert len(said.splitlines()) < 30, said
+    assert first_line(said) == (
+        "Error in the config: config: unknown key 'max_raito' under datasets.toy.clean: did you "
+        "mean 'max_ratio'? valid keys: max_tokens, max_ratio"
+    ), said
+    assert len(said.splitlines()) < 5 and 'File "' not in said, said
+    result = run_snakemake(project_copy, "-n", "--config", "experimens={}", check=False)
+    assert first_line(result.stdout + result.stderr).startswith(
+        "Error in the config: config: unknown key 'experimens' at the top level: did you mean "
+        "'experiments'?"
+    )
+
+
+def first_line(said: str) -> str:
+    """The first line of snakemake's output after its note on the profile it read."""
+    return next(line for line in said.splitlines() if not line.startswith("Using workflow"))
 
 
 NAMES_THAT_LEAVE_THEIR_FOLDER = ["..", ".", "/", "a/b", "/tmp", "..hidden"]

@@ -1,12 +1,16 @@
-"""The workflow's config as `snakemake` sees it, for commands that run outside the workflow.
+"""The study's config, prepared one way for the Snakefile and for commands outside the workflow.
 
-The same steps the Snakefile takes: config.yaml, or the config files composed into one study
-(aiayn.config.study), then `--config`-style overrides, then validated against the schema the package
-carries (which fills in every default), with optional datasets whose data is absent left out.
+config.yaml, or the config files composed into one study (aiayn.config.study), then
+`--config`-style overrides; checked (aiayn.config.check: short messages, bounded size, names
+that stay in their folders), validated against the schema the package carries (which fills in
+every default), optional datasets whose data is absent left out (never all of the study), and
+every experiment resolved. `aiayn config` and `aiayn translate` see what `snakemake` sees and
+refuse what it refuses.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from aiayn.config.check import check_config
@@ -21,21 +25,46 @@ from aiayn.errors import InputError
 
 
 def load_config(root: Path, configfiles: list[Path] = (), overrides: dict | None = None) -> dict:
-    """The validated config of the workflow in `root` with these config files."""
+    """The prepared config of the workflow in `root` with these config files."""
     if not (root / "config.yaml").is_file():
         raise InputError(
             f"{root.resolve()} has no config.yaml: run this from the workflow's folder "
             "(where the Snakefile is), or name it with --workdir"
         )
-    config = validated(compose_config(root / "config.yaml", configfiles, overrides))
-    check_plan(config)
+    config, _ = prepared_config(root / "config.yaml", configfiles, overrides)
     return config
 
 
+def prepared_config(
+    default: Path, configfiles=(), overrides: dict | None = None
+) -> tuple[dict, dict[str, str]]:
+    """The study's config, and the optional datasets left out (name -> the line that says how
+    to add it)."""
+    config = compose_config(default, configfiles, overrides)
+    check_config(config, schema())
+    validate(config)
+    absent = absent_optional_datasets(config)
+    check_not_emptied(config, absent)
+    config = without_datasets(config, absent)
+    check_plan(config)
+    return config, absent
+
+
+def validate(config: dict) -> None:
+    """Snakemake's validation against the schema, which fills in every default."""
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate as snakemake_validate
+
+    try:
+        snakemake_validate(config, str(SCHEMA_FILE))
+    except WorkflowError as err:  # check_config has named the errors it knows first
+        raise InputError(f"the config does not validate against {SCHEMA}: {err}") from None
+
+
 def check_plan(config: dict) -> None:
-    """What the Snakefile checks once the config is valid: every experiment resolves (its
-    dataset, splits, preset, seeds, decode settings), the report's baseline is one of them,
-    and no dataset mixes treebank splits with others."""
+    """What must hold once the config is valid: every experiment resolves (its dataset,
+    splits, preset, seeds, decode settings), the report's baseline is one of them, and no
+    dataset mixes treebank splits with others."""
     from aiayn.config.plan import Plan
 
     plan = Plan(config)
@@ -43,17 +72,11 @@ def check_plan(config: dict) -> None:
     plan.data.treebanks()
 
 
-def validated(config: dict) -> dict:
-    """The composed config checked against the schema, defaults filled in, and without the
-    optional datasets whose data is absent (see `absent_optional_datasets`)."""
-    from snakemake.exceptions import WorkflowError
-    from snakemake.utils import validate
-
-    check_config(config, schema())  # the Snakefile's check, with the same messages
+@contextlib.contextmanager
+def plain_errors():
+    """In the Snakefile: a bad config ends snakemake with its message alone and exit 1, not
+    with a traceback through the Snakefile's frames."""
     try:
-        validate(config, str(SCHEMA_FILE))
-    except WorkflowError as err:
-        raise InputError(f"the config does not validate against {SCHEMA}: {err}") from None
-    absent = absent_optional_datasets(config)
-    check_not_emptied(config, absent)
-    return without_datasets(config, absent)
+        yield
+    except InputError as error:
+        raise SystemExit(f"Error in the config: {error}") from None
