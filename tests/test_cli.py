@@ -110,6 +110,15 @@ def test_bad_translate_arguments_are_refused_before_any_work(project, capsys, tm
     assert "decode.alpha must be a finite number, not nan" in error
 
 
+def test_a_parser_is_refused_by_translate_with_the_workflow_command(project, capsys):
+    """A parser decodes under its task's search constraint, which the workflow hands in;
+    translate would have failed with a traceback."""
+    preset = ("-e", "parser_sample", "--configfile", "configs/parsing.yaml")
+    error = translate(project, capsys, *preset)
+    assert "experiment 'parser_sample' parses (decode.constrain: lexicon)" in error
+    assert "runs/parser_sample/decode/averaged/test.trees" in error
+
+
 def test_input_lines_are_split_on_newlines_only(tmp_path):
     """U+2028, U+0085, a form feed, U+001C and a lone CR are text inside a line, as the data
     stages read it (str.splitlines broke 6 lines into 11, misaligned with their input)."""

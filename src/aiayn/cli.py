@@ -137,6 +137,13 @@ def locate(args: argparse.Namespace):
         settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
     except ValueError as err:
         raise InputError(str(err)) from None
+    if settings.constrain != "none":
+        trees = paths.decode_output("trees", entry["name"], "averaged", "test")
+        raise InputError(
+            f"experiment {entry['name']!r} parses (decode.constrain: {settings.constrain}): "
+            "`aiayn translate` translates text; a parser's trees come from the workflow, "
+            f"e.g. `snakemake --cores all {trees}`"
+        )
     model_path = root / paths.averaged_model(entry["name"])
     subword_path = root / paths.subword_file("model", entry["dataset"])
     for path, what in ((model_path, "averaged model"), (subword_path, "BPE model")):
