@@ -142,13 +142,22 @@ def test_fairseq_finishes_only_an_eos_among_the_first_k_candidates():
     assert model.calls == 3
 
 
+# Step 0: W1 0.6, W2 0.4, no EOS. Step 1: [W1 EOS] and [W1 W1] 0.3 each, [W2 EOS] 0.2.
+EOS_FROM_STEP_1 = {
+    (7, ()): dist(w1=0.6, w2=0.4),
+    (7, (W1,)): dist(eos=0.5, w1=0.5),
+    (7, (W2,)): dist(eos=0.5, w2=0.5),
+}
+
+
 @pytest.mark.parametrize("finalize", ["t2t", "fairseq"])
 def test_the_two_rules_agree_when_every_eos_ranks_in_the_first_k(finalize):
-    """Alpha 0: both penalties are 1, and the step-0 EOS ranks first (a tie with W1, lower id)."""
-    model = TableModel(TWO_PATHS)
+    """Alpha 0: both penalties are 1; step 1's [W1 EOS] ties [W1 W1] and ranks first (lower
+    id): it finishes under both rules, and the live [W1 W1] cannot beat it."""
+    model = TableModel(EOS_FROM_STEP_1)
     (best,) = search(model, alpha=0.0, finalize=finalize)
-    assert best.tokens == [] and best.score == pytest.approx(math.log(0.5))
-    assert model.calls == 1
+    assert best.tokens == [W1] and best.score == pytest.approx(math.log(0.3))
+    assert model.calls == 2
 
 
 @pytest.mark.parametrize("finalize", ["t2t", "fairseq"])
@@ -177,10 +186,11 @@ def test_the_output_is_as_long_as_allowed_when_longer_scores_better(finalize):
         assert model.calls == 4  # steps 0..3: step 3's EOS, second of the 2k, ends it
         (longer,) = search(TableModel({}, default=dist(eos=0.1, w1=0.9)), (4,), alpha=1.0)
         assert longer.tokens == [W1] * 6
-    else:  # each step's EOS ranks second, in the first beam: [] and [W1] finish, and it stops
-        assert best.tokens == [W1]
-        assert best.score == pytest.approx((math.log(0.9) + math.log(0.1)) / 2)
-        assert model.calls == 2
+    else:  # EOS may not come first; then each step's EOS ranks second, in the first beam:
+        # [W1] and [W1 W1] finish, and with beam (2) hypotheses finished it stops
+        assert best.tokens == [W1, W1]
+        assert best.score == pytest.approx((2 * math.log(0.9) + math.log(0.1)) / 3)
+        assert model.calls == 3
 
 
 def test_fairseq_forces_eos_at_the_length_limit_even_when_eos_is_impossible():
@@ -194,11 +204,40 @@ def test_t2t_returns_the_best_live_hypothesis_only_when_none_finished():
     """tensor2tensor never forces EOS: at the limit (3 steps) nothing has finished, so the best
     live hypothesis comes back unfinished, one token longer than a forced EOS would leave it,
     scored by its log probability alone."""
-    model = TableModel({}, default=dist(w1=1.0))
+    model = TableModel({}, default=dist(w1=0.5, w2=0.25))  # log P < 0: a divided score shows
     (best,) = search(model, alpha=0.6, max_length_offset=1, finalize="t2t")
     assert best.tokens == [W1, W1, W1] and not best.finished
-    assert best.log_prob == 0.0 and best.score == 0.0
+    assert best.log_prob == pytest.approx(3 * math.log(0.5))
+    assert best.score == best.log_prob  # not divided by a length penalty
     assert model.calls == 3
+
+
+# alpha 2, limit 3 tokens before EOS. Step 0: EOS e^-1 finishes the empty output (score -1.0,
+# lp(1) = 1); W1 e^-1.5 stays alive. Step 1: W1 again at e^-0.05 (log P -1.55). Step 2: EOS
+# certain: [W1 W1] at -1.55 / lp(3) = -1.55 / (8/6)^2 = -0.872 beats -1.0. After step 0, the
+# live [W1] could still reach -1.5 / lp(4) = -0.667 (the longest it may grow): the search must
+# go on. Bounded by the next length's penalty instead (-1.5 / lp(2) = -1.102), it would stop.
+LONGER_WINS_LATER = {
+    (7, ()): dist(eos=math.exp(-1.0), w1=math.exp(-1.5), w2=1e-9),
+    (7, (W1,)): dist(eos=1e-9, w1=math.exp(-0.05), w2=1e-9),
+    (7, (W1, W1)): dist(eos=1.0),
+}
+
+
+def test_early_stopping_is_bounded_by_the_longest_length_still_reachable():
+    model = TableModel(LONGER_WINS_LATER, default=dist(eos=1e-9, w1=1e-9, w2=1e-9))
+    (best,) = search(model, alpha=2.0, max_length_offset=2, finalize="t2t")
+    assert best.tokens == [W1, W1]
+    assert best.score == pytest.approx(-1.55 / (8 / 6) ** 2)
+
+
+def test_fairseq_never_returns_an_empty_output():
+    """fairseq's min_len 1: EOS may not be the first token, however likely; t2t takes it."""
+    table = {(7, ()): dist(eos=0.9, w1=0.1), (7, (W1,)): dist(eos=1.0)}
+    (paper,) = search(TableModel(table), alpha=0.6, finalize="t2t")
+    assert paper.tokens == []
+    (best,) = search(TableModel(table), alpha=0.6, finalize="fairseq")
+    assert best.tokens == [W1] and best.score == pytest.approx(math.log(0.1) / 2**0.6)
 
 
 # Beam 1 (beam search, 2 candidates per step), alpha 1, limit 2 tokens before EOS. Step 0 finishes
@@ -239,14 +278,14 @@ def test_fairseq_divides_by_length_to_the_alpha_not_by_the_gnmt_penalty():
     assert best.score == pytest.approx(math.log(0.45) / 2**0.6)
 
 
-# Beam 2, alpha 1. Step 0: W1 0.5, EOS 0.3, W2 0.2: EOS ranks second, in the first beam: the empty
-# output finishes (log 0.3). Step 1: [W1 EOS] ranks first (0.3) and finishes: two hypotheses have
-# finished. [W1 W1] (0.2) would go on to [W1 W1 EOS] at log 0.2 / 3 = -0.536, better than
-# [W1 EOS]'s log 0.3 / 2 = -0.602.
+# Beam 2, alpha 1. Step 0: W1 0.5, W2 0.5 (no EOS: fairseq would not take it first anyway). Step
+# 1: [W1 EOS] and [W2 EOS] 0.3 each rank first and second, in the first beam: both finish, and
+# two hypotheses have finished. [W1 W1] (0.2) would go on to [W1 W1 EOS] at log 0.2 / 3 =
+# -0.536, better than [W1 EOS]'s log 0.3 / 2 = -0.602.
 TWO_FINISH_EARLY = {
-    (7, ()): dist(eos=0.3, w1=0.5, w2=0.2),
+    (7, ()): dist(w1=0.5, w2=0.5),
     (7, (W1,)): dist(eos=0.6, w1=0.4),
-    (7, (W2,)): dist(eos=0.5, w2=0.5),
+    (7, (W2,)): dist(eos=0.6, w2=0.4),
     (7, (W1, W1)): dist(eos=1.0),
     (7, (W2, W2)): dist(eos=1.0),
 }
@@ -286,8 +325,9 @@ def test_eos_outside_the_first_beam_candidates_finishes_under_t2t_only():
     assert best.tokens == [W1]  # fairseq's rule: only EOS among the first `beam` candidates
     assert best.score == pytest.approx(math.log(0.24))
     assert model.calls == 2  # live [W1 W1] (log 0.16) cannot beat log 0.24: stop
+    # beam 3 puts the step-0 EOS in the first beam, but fairseq's min_len 1 bars it all the same
     (wide,) = search(TableModel(EOS_THIRD), beam=3, alpha=0.0, finalize="fairseq")
-    assert wide.tokens == [] and wide.score == pytest.approx(math.log(0.25))
+    assert wide.tokens == [W1] and wide.score == pytest.approx(math.log(0.24))
     model = TableModel(EOS_THIRD)
     (paper,) = search(model, alpha=0.0)  # t2t, the default: the third-ranked EOS finishes
     assert paper.tokens == [] and paper.score == pytest.approx(math.log(0.25))

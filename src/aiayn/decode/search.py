@@ -20,7 +20,8 @@ Conventions:
     alone (as t2t's final `tf.where(finished_flags, ...)`).
   - `fairseq` (fairseq's SequenceGenerator): only an EOS among the first `beam` candidates
     finishes; its score is log P(y | x) / length ** alpha (`--lenpen`, normalize_scores); a
-    sentence stops once `beam` hypotheses finished; at the length limit only EOS may follow.
+    sentence stops once `beam` hypotheses finished; EOS may not come first (min_len 1: no
+    empty output); at the length limit only EOS may follow.
   An EOS ranked between beam and 2 x beam can be the best output under t2t and is never seen
   under fairseq, and the two penalties weigh length differently, so the two can pick different
   translations. Greedy search finishes at the single best path's first EOS under either.
@@ -183,6 +184,8 @@ def beam_search(
         log_probs[:, PAD_ID] = log_probs[:, BOS_ID] = -math.inf
         at_limit = limit[active] <= t  # (n,)
         reaching_limit = bool((active_limits <= t).any())  # the host's copy: no device wait
+        if fairseq and t == 0:  # fairseq's min_len 1: the output is never empty
+            log_probs[:, EOS_ID] = -math.inf
         if fairseq and reaching_limit:  # only EOS may follow
             log_probs = only_eos_at(log_probs, at_limit.repeat_interleave(k))
         candidates = (alive.unsqueeze(2) + log_probs.view(n, k, vocab)).view(n, k * vocab)
