@@ -22,9 +22,12 @@ def project(tmp_path_factory) -> Path:
 
 
 def translate(project: Path, capsys, *args: str) -> str:
-    """Run `aiayn translate` in `project`; it must fail, and its error message is returned."""
+    """Run `aiayn translate` in `project`; it must fail with one line, no traceback, which is
+    returned."""
     assert main(["translate", "--workdir", str(project), *args]) == 1
-    return capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1 and " ERROR aiayn: " in error, error
+    return error
 
 
 def test_an_experiment_not_trained_yet_names_the_command_that_trains_it(project, capsys):
