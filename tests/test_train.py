@@ -419,12 +419,18 @@ def copy_task(root: Path, pairs: int, seed: int) -> tuple[str, str]:
     return str(root / "src"), str(root / "tgt")
 
 
+def copy_splits(root: Path, train_pairs: int, dev_pairs: int) -> tuple:
+    """A copy task's train and dev splits under root/train and root/dev."""
+    for split in ("train", "dev"):
+        (root / split).mkdir()
+    return copy_task(root / "train", train_pairs, seed=1), copy_task(
+        root / "dev", dev_pairs, seed=2
+    )
+
+
 @pytest.fixture(scope="module")
 def copy_data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("copy")
-    (root / "train").mkdir()
-    (root / "dev").mkdir()
-    return copy_task(root / "train", 3000, seed=1), copy_task(root / "dev", 200, seed=2)
+    return copy_splits(tmp_path_factory.mktemp("copy"), 3000, 200)
 
 
 def experiment(path: Path, data, **train) -> Path:

@@ -33,17 +33,14 @@ from aiayn.train.run_folder import RunFolder
 from aiayn.train.settings import Experiment, TrainSettings
 from aiayn.train.step import Diverged, Steps
 from aiayn.train.timing import TrainingClock
-from tests.test_train import copy_task
+from tests.test_train import copy_splits
 
 MODEL = TransformerConfig(vocab_size=20, n_layers=1, d_model=32, d_ff=64, n_heads=2, dropout=0.0)
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("parts")
-    (root / "train").mkdir()
-    (root / "dev").mkdir()
-    return copy_task(root / "train", 400, seed=1), copy_task(root / "dev", 40, seed=2)
+    return copy_splits(tmp_path_factory.mktemp("parts"), 400, 40)
 
 
 def an_experiment(run_dir: Path, data, dev=None, **train) -> Experiment:
