@@ -179,6 +179,16 @@ def test_a_study_named_up_and_out_writes_nothing_outside_results(project_copy):
     assert not (project_copy / "tables").exists() and not (project_copy / "run.json").exists()
 
 
+def test_a_value_that_breaks_another_pattern_is_told_the_pattern():
+    from aiayn.config.check import check_config
+    from aiayn.config.schema import schema
+
+    config = load("config.yaml")
+    config["datasets"]["toy"]["langs"] = ["EN", "de"]
+    with pytest.raises(InputError, match=r"datasets.toy.langs.0: 'EN' is not allowed: it must"):
+        check_config(config, schema())
+
+
 def test_whole_number_floats_are_refused_naming_the_key():
     """jsonschema's `integer` takes 2.0; average_last: 2.0 then failed after the training."""
     from aiayn.config.check import check_config

@@ -84,7 +84,9 @@ def describe(error) -> str:
     if error.validator == "additionalProperties":
         return unknown_key(error, where)
     if error.validator == "pattern":
-        return f"config key {where}: {short(error.instance)} is not allowed: {NAME_RULE}"
+        names = "A-Za-z0-9_" in error.validator_value  # a name that becomes a path
+        rule = NAME_RULE if names else f"it must match {error.validator_value}"
+        return f"config key {where}: {short(error.instance)} is not allowed: {rule}"
     if error.validator == "type" and error.validator_value == "integer":
         return (
             f"config key {where}: {short(error.instance)} is not a whole number: write it "
@@ -103,6 +105,8 @@ def unknown_key(error, where: str) -> str:
         for name in error.instance
         if name not in allowed and not any(re.search(p, name) for p in patterns)
     ]
+    if not unknown:  # not a key of its own: jsonschema's words, shortened
+        return f"config key {where}: {error.message[:300]}"
     name = unknown[0]
     if patterns and not allowed:  # a named entry (a dataset, a split) with a bad name
         return f"config key {where}: {short(name)} is not allowed as a name: {NAME_RULE}"
