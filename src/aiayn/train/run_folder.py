@@ -37,6 +37,8 @@ class RunFolder:
         self.root = experiment.run_dir
         self.checkpoint_dir = self.root / "checkpoints"
         self.weights_dir = self.root / "weights"
+        # the BPE model the data was cut with, hashed once: every weights file carries it
+        self.subword_sha256 = ckpt.file_sha256(experiment.subword) if experiment.subword else None
 
     def barrier(self) -> None:
         if self.world > 1:
@@ -137,7 +139,7 @@ class RunFolder:
             "step": step,
             "experiment": self.exp.name,
             "identity": self.exp.identity(),
-            "subword_sha256": ckpt.file_sha256(self.exp.subword) if self.exp.subword else None,
+            "subword_sha256": self.subword_sha256,
         }
 
     def save(self, engine, state: dict, stopped: bool = False) -> None:
