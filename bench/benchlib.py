@@ -66,6 +66,13 @@ def save(record: dict, kind: str) -> Path:
     return out
 
 
+def write_json(path: Path, record: dict) -> None:
+    """Whole or not at all: a run cut off mid-write must not leave half a file."""
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(record, indent=1) + "\n")
+    partial.replace(path)
+
+
 def finish(record: dict, kind: str = "cpu", save_it: bool = False, out: Path | None = None):
     """The benchmark's one JSON line on stdout; also to `out`, and with --save (`save_it`) to
     bench/results/<bench>-<kind>.json."""
@@ -189,3 +196,10 @@ def comma_list(choices, what: str):
         return names
 
     return parse
+
+
+def parser(doc: str) -> argparse.ArgumentParser:
+    """A benchmark's command line, its module docstring as the help."""
+    return argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )

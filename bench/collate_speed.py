@@ -13,7 +13,6 @@ keeps its best of --repeats passes. Prints one JSON line; --save writes it under
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -64,9 +63,7 @@ def best_ms_per_batch(collate_fn, data, batches, repeats: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--pairs", type=int, default=50_000)
     parser.add_argument("--tokens", type=int, default=25_000, help="tokens per batch (each side)")
     parser.add_argument("--vocab", type=int, default=37_000)

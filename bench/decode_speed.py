@@ -25,7 +25,6 @@ it under bench/results/.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from dataclasses import replace
@@ -149,9 +148,7 @@ def peer_figures(ours, ours_figures, peer, skipped: bool = False) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--source", type=Path, default=NEWSTEST2014)
     parser.add_argument("--sentences", type=int, default=None, help="first N (default: all)")
     parser.add_argument("--preset", default="base")

@@ -11,7 +11,6 @@ one JSON line; --save writes it under bench/results/.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import os
 import re
@@ -71,9 +70,7 @@ def config_name(path: Path) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = benchlib.parser(__doc__)
     parser.add_argument(
         "--config-file",
         type=Path,

@@ -17,7 +17,6 @@ the same loss and gradient. Prints one JSON line; --save writes it under bench/r
 
 from __future__ import annotations
 
-import argparse
 import functools
 import time
 from pathlib import Path
@@ -76,9 +75,7 @@ def same(ours: dict, baseline: dict, figure: str, tolerance: float) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--rows", type=int, default=6250, help="target tokens in the batch")
     parser.add_argument("--vocab", type=int, default=37000)
     parser.add_argument("--repeats", type=int, default=3)

@@ -24,7 +24,6 @@ the experiment's length penalty (here the paper's 0.6, to see what it does on th
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import asdict, replace
@@ -176,9 +175,7 @@ def measure(where: dict, alphas) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--workdir", type=Path, required=True, help="where snakemake ran")
     parser.add_argument("--experiment", required=True)
     parser.add_argument("--configfile", type=Path, nargs="+", default=[])

@@ -24,9 +24,7 @@ after every trainer, so a run stopped at a time limit keeps what it measured. Pr
 
 from __future__ import annotations
 
-import argparse
 import functools
-import json
 import math
 import tempfile
 from pathlib import Path
@@ -334,9 +332,7 @@ def measure_preset(preset: str, corpus, args, device, peak, write) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--presets", nargs="+", default=["base", "big"])
     parser.add_argument(
         "--tokens", type=int, default=25000, help="target tokens per optimizer step"
@@ -398,10 +394,8 @@ def main() -> None:
     }
 
     def write() -> None:
-        if args.out is not None:  # whole or not at all
-            partial = args.out.with_suffix(".partial")
-            partial.write_text(json.dumps(record) + "\n")
-            partial.replace(args.out)
+        if args.out is not None:
+            benchlib.write_json(args.out, record)
 
     for preset in args.presets:
         measure_preset(preset, corpus, args, device, peak, write)

@@ -20,7 +20,6 @@ the hf source streams).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -115,9 +114,7 @@ def child(stage: str, folder: str, pairs: str, threads: str, vocab_size: str) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--pairs", type=int, nargs="+", default=[450_000, 4_500_000])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--vocab-size", type=int, default=1000)
