@@ -40,7 +40,7 @@ rule score:
 
 rule seed_scores:
     """An experiment's scores over its seeds: each seed's, their mean and standard deviation,
-    and the seed-aware test against the baseline experiment's seeds (aiayn.score.seed_stats).
+    and the seed test (Welch's t) against the baseline experiment's seeds (aiayn.score.seed_stats).
     """
     input:
         hypotheses=lambda wildcards: seed_outputs(wildcards.experiment, wildcards),

@@ -6,14 +6,16 @@ from __future__ import annotations
 import random
 from dataclasses import asdict
 
+import numpy as np
 import pytest
+from scipy.stats import t as scipy_t
 
 from aiayn.config.plan import Plan
 from aiayn.errors import InputError
 from aiayn.model_config import build_config
 from aiayn.report.tables import TABLE3_CAPTION, ExperimentResult, caption, table2, table3
 from aiayn.score.bleu import paired_bootstrap
-from aiayn.score.seed_stats import summarise
+from aiayn.score.seed_stats import mean_interval, seed_test, summarise
 from tests.test_studies import study
 
 WORDS = "the a cat dog sat on mat house big small red blue green old new".split()
@@ -114,6 +116,96 @@ def test_a_consistent_difference_survives_the_seed_aware_test():
     assert test["p_value"] < 0.01 and test["difference"] > 5
 
 
+def test_one_seed_against_several_is_students_pooled_t_test():
+    refs = references()
+    ours = [system(refs, 0.20, 50)]
+    baseline = [system(refs, rate, 60 + i) for i, rate in enumerate((0.33, 0.34, 0.35))]
+    test = summarise(ours, refs, "en", baseline, resamples=10)["test"]
+    assert test["method"].startswith("Student's") and test["df"] == 2  # 1 + 3 - 2
+    # the single run against the others' spread: t = (x - mean) / (sd * sqrt(1 + 1/3))
+    (x,) = summarise(ours, refs, "en", resamples=10)["sacrebleu"]["per_seed"]
+    others = summarise(baseline, refs, "en", resamples=10)["sacrebleu"]
+    t = (x - others["mean"]) / (others["sd"] * (1 + 1 / 3) ** 0.5)
+    assert test["p_value"] == pytest.approx(2 * scipy_t.sf(abs(t), 2))
+    assert test["p_value"] < 0.05 and test["baseline_seeds"] == 3
+
+
+def simulated_scores(rng, replicates: int, seeds: int, seed_sd: float, sentence_sd: float):
+    """Sentence scores of two systems of the same setting, (replicates, seeds, sentences) each,
+    on one test set per replicate: sentence difficulty (shared by both systems) + the training
+    run's offset (seed_sd) + the run's own noise on each sentence (sentence_sd). A corpus score
+    is the mean over sentences; the truth on that test set is 30 + the mean difficulty."""
+    sentences = 100
+    difficulty = rng.normal(0, sentence_sd, (replicates, 1, sentences))
+    truth = 30 + difficulty.mean(axis=(1, 2))
+
+    def one_system():
+        offset = rng.normal(0, seed_sd, (replicates, seeds, 1))
+        noise = rng.normal(0, sentence_sd, (replicates, seeds, sentences))
+        return 30 + difficulty + offset + noise
+
+    return one_system(), one_system(), truth
+
+
+def two_level_bootstrap(ours, baseline, rng, resamples: int = 300):
+    """The test this project used before (its p and the 95% half-width of our mean), on additive
+    sentence scores: each resample draws each system's seeds with replacement and one common
+    sample of sentences; p is the share of centred resampled absolute differences above the
+    observed one."""
+    seeds, sentences = ours.shape
+    drawn = rng.integers(0, sentences, (resamples, sentences))
+    weights = np.stack([np.bincount(row, minlength=sentences) for row in drawn]) / sentences
+
+    def resampled_means(scores):
+        per_seed = weights @ scores.T  # (resamples, seeds)
+        picks = rng.integers(0, seeds, (resamples, seeds))
+        return np.take_along_axis(per_seed, picks, axis=1).mean(axis=1)
+
+    ours_means, baseline_means = resampled_means(ours), resampled_means(baseline)
+    differences = np.abs(ours_means - baseline_means)
+    observed = abs(ours.mean() - baseline.mean())
+    p = (np.sum(differences - differences.mean() > observed) + 1) / (resamples + 1)
+    half_width = (np.percentile(ours_means, 97.5) - np.percentile(ours_means, 2.5)) / 2
+    return p, half_width
+
+
+SCENARIOS = {"seeds dominate": (1.0, 5.0), "sentences dominate": (0.1, 10.0)}
+
+
+@pytest.mark.parametrize("seeds", [2, 3, 5])
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_the_seed_test_keeps_its_level_and_its_interval_its_coverage(seeds, scenario):
+    """Two systems of one setting (the null is true): at nominal 5% the test rejects at most
+    6.5% of the time, and the 95% interval of a mean covers the truth at least 90% of the time,
+    with 2, 3 and 5 seeds, whether retraining or the test sentences dominate the variance."""
+    rng = np.random.default_rng(seeds)
+    replicates = 2000
+    ours, baseline, truth = simulated_scores(rng, replicates, seeds, *SCENARIOS[scenario])
+    ours_corpus, baseline_corpus = ours.mean(axis=2), baseline.mean(axis=2)  # (replicates, seeds)
+    rejected = covered = 0
+    for a, b, true in zip(ours_corpus, baseline_corpus, truth, strict=True):
+        rejected += seed_test(list(a), list(b))["p_value"] < 0.05
+        covered += abs(a.mean() - true) <= mean_interval(list(a))
+    assert rejected / replicates <= 0.065
+    assert covered / replicates >= 0.90
+
+
+@pytest.mark.parametrize("seeds", [2, 3, 5])
+def test_the_two_level_bootstrap_this_project_used_before_fails_that_check(seeds):
+    """The calibration check can fail: where retraining dominates, resampling a few seeds with
+    replacement underestimates their spread, and the old test rejects a true null far too often
+    or its interval misses the truth."""
+    rng = np.random.default_rng(100 + seeds)
+    replicates = 300
+    ours, baseline, truth = simulated_scores(rng, replicates, seeds, *SCENARIOS["seeds dominate"])
+    rejected = covered = 0
+    for a, b, true in zip(ours, baseline, truth, strict=True):
+        p, half_width = two_level_bootstrap(a, b, rng)
+        rejected += p < 0.05
+        covered += abs(a.mean() - true) <= half_width
+    assert rejected / replicates > 0.065 or covered / replicates < 0.90
+
+
 def test_identical_systems_are_not_different():
     refs = references()
     same = [system(refs, 0.3, 1)]
@@ -168,7 +260,7 @@ def test_table3_shows_each_experiments_mean_spread_and_seed_aware_test():
     assert other["dev PPL"] == 7.2 and other["dev PPL sd over seeds"] == 0.2
     assert other["dev sacreBLEU ±95%"] == 1.5 and other["p"] == 0.2 and other["sig."] == ""
     assert baseline["vs. baseline"] == "(baseline)"
-    assert "resamples seeds as well as sentences" in caption(TABLE3_CAPTION, results)
+    assert "Welch's t-test" in caption(TABLE3_CAPTION, results)
     plain = caption(TABLE3_CAPTION, [result("a", "a", 1.0)])
     assert "{seeds}" not in plain and "seeds" not in plain
 

@@ -139,7 +139,7 @@ def with_test(columns: dict, test: dict, significance: float) -> dict:
 
 def seed_confidence(record: dict, significance: float, columns: dict, prefix: str) -> dict:
     """The same columns from an experiment's record over seeds: each mean's 95% half-width over
-    seeds and sentences, and the seed-aware test (aiayn.score.seed_stats)."""
+    its seeds, and the seed test against the baseline (aiayn.score.seed_stats)."""
     columns[f"{prefix}BLEU (tok.) ±95%"] = round(record["tokenized_bleu"]["ci95"], 2)
     columns[f"{prefix}sacreBLEU ±95%"] = round(record["sacrebleu"]["ci95"], 2)
     return with_test(columns, record["test"], significance)
@@ -365,11 +365,13 @@ TABLE2_CAPTION = (
 )
 SEEDS_NOTE = (
     "An experiment trained with several seeds (`seeds` column) shows the mean over seeds, "
-    "the sample standard deviation over seeds (sd), the mean cost of one run, a ±95% half-width "
-    "and p from a two-level paired bootstrap that resamples seeds as well as sentences "
-    "(aiayn.score.seed_stats: Davison & Hinkley 1997, 3.8; replicates as Clark et al. 2011 ask; "
-    "results/<study>/seeds/), so a difference marked * holds across training runs, not only "
-    "across test sentences."
+    "the sample standard deviation over seeds (sd), the mean cost of one run, Student's t 95% "
+    "half-width of the mean over its seeds, and p from Welch's t-test of its seeds' corpus "
+    "sacreBLEU against the baseline's (Student's pooled t-test where one side has one seed; "
+    "aiayn.score.seed_stats, results/<study>/seeds/): a difference marked * is one between "
+    "settings over training runs, not only between two trained models. With 2 or 3 seeds a "
+    "side the test has 1 to 4 degrees of freedom and marks only large differences: no mark "
+    "is no evidence of no difference."
 )
 TABLE3_CAPTION = (
     "Table 3, regenerated. Each of our experiments (ours) follows the paper's row it is "

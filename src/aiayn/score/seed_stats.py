@@ -1,98 +1,76 @@
-"""Scores over several training seeds, and a comparison that counts the seeds' variance.
+"""Scores over several training seeds, and a test between two settings that counts how much
+retraining moves a score.
 
 One run's paired bootstrap (sacreBLEU's `--paired-bs`) resamples the test sentences only: it
 says how sure we are that *these two trained models* differ, not that the two *settings* do.
-Retraining with another seed (or on another CPU, whose float kernels take training down
-another path) moves BLEU by as much as many of the differences Table 3 reports. Clark et al.
-(2011, "Better Hypothesis Testing for Statistical Machine Translation: Controlling for Optimizer
-Instability", ACL) showed this for MERT's random restarts and asked for at least three
-replicates, their mean and standard deviation, and a test over them.
+Retraining with another seed moves BLEU by as much as many differences Table 3 reports (Clark et
+al. 2011, "Better Hypothesis Testing for Statistical Machine Translation: Controlling for
+Optimizer Instability", ACL; Reimers and Gurevych 2017, EMNLP).
 
-The test here is the two-level (hierarchical) bootstrap of Davison and Hinkley (1997, "Bootstrap
-Methods and their Application", section 3.8), paired on the sentences: each resample draws the
-seeds of each system with replacement and one common sample of test sentences with replacement,
-and takes the difference of the two systems' mean corpus BLEU over their drawn seeds. p follows
-sacreBLEU's paired bootstrap (from MultEval): the share of centred resampled absolute
-differences above the observed one, (c + 1) / (B + 1). With one seed per system it is sacreBLEU's
-paired bootstrap.
+With two or more seeds a side, the test is Welch's t-test (Welch 1947, Biometrika 34) on the
+seeds' corpus scores, and a mean's interval is Student's t interval over its seeds: each
+seed's corpus score carries both the training run's variance and the test sentences', so both
+are counted, and neither the seeds nor the sentences are resampled. Resampling 2 to 5 seeds with
+replacement (a two-level bootstrap, which this module used before) underestimates their spread:
+in tests/test_seeds.py's simulation it rejects a true null far above its nominal 5%. With one
+seed on one side, Student's t-test with pooled variance (the other side's spread stands for
+both); with one seed each, no seed variance can be estimated and the test is sacreBLEU's paired
+bootstrap of the two trained models.
 
-Corpus BLEU is computed from sacreBLEU's own sufficient statistics, so every figure here is the
-figure sacreBLEU reports for the same text.
+What it can show: the estimand is the expected score of a setting over training runs on this test
+set. With few seeds the t-distribution is wide: 2 seeds a side leave Welch 1 to 2 degrees of
+freedom (a difference is marked only beyond 4.3 to 12.7 standard errors), 3 a side 2 to 4 (2.8
+to 4.3), 5 a side 4 to 8 (2.3 to 2.8). A missing mark with 2 or 3 seeds is no evidence of no
+difference.
 """
 
 from __future__ import annotations
 
-import os
+import math
 import statistics
 
-import numpy as np
 from sacrebleu.metrics import BLEU
+from scipy import stats
 
 from aiayn.errors import InputError
-from aiayn.score.bleu import BOOTSTRAP_RESAMPLES, paper_tokenize
+from aiayn.score.bleu import BOOTSTRAP_RESAMPLES, paired_bootstrap, paper_tokenize
 
-TEST_METHOD = (
-    "two-level paired bootstrap over seeds and sentences (Davison & Hinkley 1997, 3.8; "
-    "replicates as Clark et al. 2011 ask), sacreBLEU's p convention"
-)
-
-
-def bootstrap_seed() -> int | None:
-    """SACREBLEU_SEED, as sacreBLEU's own resampling reads it (default 12345; `none`: random)."""
-    seed = os.environ.get("SACREBLEU_SEED", "12345")
-    return None if seed.lower() == "none" else int(seed)
-
-
-class CorpusBleu:
-    """Sentence-level sufficient statistics of one metric, summed into corpus scores on demand."""
-
-    def __init__(self, metric: BLEU, references: list[str]):
-        self.metric, self.references = metric, references
-
-    def statistics(self, hypotheses: list[str]) -> np.ndarray:
-        """(sentences, statistics) for one system's output."""
-        if len(hypotheses) != len(self.references):
-            raise InputError(
-                f"{len(hypotheses)} hypotheses for {len(self.references)} references: every "
-                "seed must translate the same test set (rerun its decode)"
-            )
-        rows = self.metric._extract_corpus_statistics(hypotheses, [self.references])
-        return np.asarray(rows, dtype=np.float64)
-
-    def score(self, statistics: np.ndarray) -> float:
-        """Corpus BLEU of summed statistics (sentences, statistics) or (..., statistics)."""
-        return self.metric._compute_score_from_stats(statistics.tolist()).score
+WELCH = "Welch's t-test on the seeds' corpus sacreBLEU (Welch 1947)"
+STUDENT = "Student's t-test, pooled variance (one side has one seed)"
+PAIRED_BOOTSTRAP = "sacreBLEU's paired bootstrap (one seed each: these two trained models)"
 
 
 def metrics_for(references: list[str], target_lang: str) -> dict:
-    """sacreBLEU (13a, detokenized) and the paper's tokenized BLEU, with how to prepare text."""
+    """sacreBLEU (13a, detokenized) and the paper's tokenized BLEU: the metric, how to prepare
+    text for it, and its references so prepared."""
+    tokenized = BLEU(tokenize="none", smooth_method="none", force=True)
     return {
-        "sacrebleu": (CorpusBleu(BLEU(), references), lambda lines: lines),
-        "tokenized_bleu": (
-            CorpusBleu(
-                BLEU(tokenize="none", smooth_method="none", force=True),
-                paper_tokenize(references, target_lang),
-            ),
-            lambda lines: paper_tokenize(lines, target_lang),
-        ),
+        "sacrebleu": (BLEU(), lambda lines: lines),
+        "tokenized_bleu": (tokenized, lambda lines: paper_tokenize(lines, target_lang)),
     }
 
 
-def resampled_means(
-    bleu: CorpusBleu, systems: list[np.ndarray], seeds: np.ndarray, weights: np.ndarray
-) -> np.ndarray:
-    """Mean corpus BLEU over drawn seeds, per resample: systems[i] (n, s) statistics of seed i,
-    seeds (B, k) drawn seed indices, weights (B, n) how often each sentence was drawn -> (B,)."""
-    totals = np.stack([weights @ stats for stats in systems])  # (seeds, B, s)
-    return np.array(
-        [np.mean([bleu.score(totals[seed, b]) for seed in row]) for b, row in enumerate(seeds)]
-    )
+def mean_interval(per_seed: list[float]) -> float:
+    """Half-width of Student's 95% t interval of the mean over seeds (2 or more)."""
+    k = len(per_seed)
+    return float(stats.t.ppf(0.975, k - 1) * statistics.stdev(per_seed) / math.sqrt(k))
 
 
-def sentence_weights(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray:
-    """(resamples, n): how many times each of n sentences is drawn in each resample."""
-    drawn = rng.integers(0, n, size=(resamples, n))
-    return np.stack([np.bincount(row, minlength=n) for row in drawn]).astype(np.float64)
+def seed_test(ours: list[float], baseline: list[float]) -> dict:
+    """Two-sided t-test of the seeds' mean corpus scores, ours against the baseline's: Welch's
+    with 2 or more seeds a side, Student's pooled one with a single seed on one side."""
+    welch = len(ours) > 1 and len(baseline) > 1
+    result = stats.ttest_ind(ours, baseline, equal_var=not welch)
+    p = float(result.pvalue)
+    if math.isnan(p):  # no spread on either side: equal means, or a difference without noise
+        p = 1.0 if statistics.fmean(ours) == statistics.fmean(baseline) else 0.0
+    return {
+        "p_value": p,
+        "difference": statistics.fmean(ours) - statistics.fmean(baseline),
+        "df": round(float(result.df), 2),
+        "baseline_seeds": len(baseline),
+        "method": WELCH if welch else STUDENT,
+    }
 
 
 def summarise(
@@ -103,52 +81,47 @@ def summarise(
     resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> dict:
     """Per seed, mean and sample standard deviation of sacreBLEU and the paper's tokenized BLEU,
-    the 95% half-width of each mean over both sources of variance, and (given the baseline's
-    outputs, one list per seed) the seed-aware test of sacreBLEU against the baseline."""
-    rng = np.random.default_rng(bootstrap_seed())
-    n = len(references)
-    weights = sentence_weights(rng, n, resamples)
-    own_seeds = rng.integers(0, len(seed_outputs), size=(resamples, len(seed_outputs)))
-    summary = {"seeds": len(seed_outputs), "sentences": n, "resamples": resamples}
-    for name, (bleu, prepare) in metrics_for(references, target_lang).items():
-        systems = [bleu.statistics(prepare(lines)) for lines in seed_outputs]
-        per_seed = [bleu.score(stats.sum(axis=0)) for stats in systems]
-        means = resampled_means(bleu, systems, own_seeds, weights)
+    each mean's 95% half-width (over seeds; with one seed, sacreBLEU's bootstrap over
+    sentences), and (given the baseline's outputs, one list per seed) the test of sacreBLEU
+    against the baseline."""
+    for lines in [*seed_outputs, *(baseline_outputs or [])]:
+        if len(lines) != len(references):
+            raise InputError(
+                f"{len(lines)} hypotheses for {len(references)} references: every seed must "
+                "translate the same test set (rerun its decode)"
+            )
+    if baseline_outputs == []:
+        raise InputError("the seed test needs at least one of the baseline's outputs")
+    summary = {"seeds": len(seed_outputs), "sentences": len(references), "resamples": resamples}
+    for name, (metric, prepare) in metrics_for(references, target_lang).items():
+        refs = [prepare(references)]
+        per_seed = [metric.corpus_score(prepare(lines), refs).score for lines in seed_outputs]
+        if len(per_seed) > 1:
+            interval = mean_interval(per_seed)
+        else:
+            only = metric.corpus_score(prepare(seed_outputs[0]), refs, n_bootstrap=resamples)
+            interval = only._ci
         summary[name] = {
             "per_seed": per_seed,
-            "mean": mean_score(bleu, systems),
+            "mean": statistics.fmean(per_seed),
             "sd": statistics.stdev(per_seed) if len(per_seed) > 1 else 0.0,
-            "ci95": float(np.percentile(means, 97.5) - np.percentile(means, 2.5)) / 2,
+            "ci95": float(interval),
         }
         if name == "sacrebleu" and baseline_outputs is not None:
-            baseline = [bleu.statistics(prepare(lines)) for lines in baseline_outputs]
-            summary["test"] = seed_aware_test(bleu, systems, baseline, own_seeds, weights, rng)
+            summary["test"] = against_baseline(
+                seed_outputs, baseline_outputs, references, per_seed, resamples
+            )
     return summary
 
 
-def mean_score(bleu: CorpusBleu, runs: list[np.ndarray]) -> float:
-    """The mean over runs of each one's corpus BLEU."""
-    return statistics.fmean(bleu.score(stats.sum(axis=0)) for stats in runs)
-
-
-def seed_aware_test(bleu, systems, baseline, own_seeds, weights, rng) -> dict:
-    """The two-level paired bootstrap of the mean sacreBLEU difference to the baseline; systems
-    and baseline: each seed's sentence statistics."""
-    if not baseline:
-        raise InputError("the seed-aware test needs at least one of the baseline's outputs")
-    observed = mean_score(bleu, systems) - mean_score(bleu, baseline)
-    if all(np.array_equal(a, b) for a in systems for b in baseline):
-        return {"p_value": 1.0, "difference": 0.0, "identical": True, "method": TEST_METHOD}
-    base_seeds = rng.integers(0, len(baseline), size=(weights.shape[0], len(baseline)))
-    differences = np.abs(
-        resampled_means(bleu, systems, own_seeds, weights)
-        - resampled_means(bleu, baseline, base_seeds, weights)
-    )
-    centred = differences - differences.mean()
-    above = int(np.sum(centred > abs(observed)))
-    return {
-        "p_value": (above + 1) / (weights.shape[0] + 1),
-        "difference": observed,
-        "baseline_seeds": len(baseline),
-        "method": TEST_METHOD,
-    }
+def against_baseline(ours, baseline, references, ours_scores, resamples) -> dict:
+    """The test of sacreBLEU against the baseline's seeds; identical outputs: p = 1."""
+    if all(a == b for a in ours for b in baseline):
+        return {"p_value": 1.0, "difference": 0.0, "identical": True}
+    if len(ours) == len(baseline) == 1:
+        test = paired_bootstrap(ours[0], baseline[0], references, resamples)
+        return {"p_value": test["p_value"], "difference": test["difference"],
+                "baseline_seeds": 1, "method": PAIRED_BOOTSTRAP}  # fmt: skip
+    refs = [references]
+    baseline_scores = [BLEU().corpus_score(lines, refs).score for lines in baseline]
+    return seed_test(ours_scores, baseline_scores)
