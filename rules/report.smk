@@ -3,15 +3,17 @@ and the study's run record."""
 
 
 rule table:
-    """A table as Markdown, CSV and LaTeX: the parameter counts of every preset, Table 2 (averaged
-    models on the test splits, with costs), Table 3 (last checkpoints on the dev split) or Table 4
-    (parsers, EVALB F1), each beside the paper's rows."""
+    """A table in the paper's layout as Markdown and LaTeX, its full detail as CSV and Markdown:
+    the parameter counts of every preset, Table 2 (averaged models on the test splits, with
+    costs), Table 3 (last checkpoints on the dev split) or Table 4 (parsers, EVALB F1), each
+    beside the paper's rows."""
     input:
         unpack(report_inputs),
     output:
         markdown=report(plan.report.table_file("{table}", "md"), category="Tables"),
         csv=report(plan.report.table_file("{table}", "csv"), category="Tables"),
         latex=report(plan.report.table_file("{table}", "tex"), category="Tables"),
+        detail=report(plan.report.table_file("{table}_detail", "md"), category="Tables"),
     log:
         f"logs/report/{plan.study}/{{table}}.log",
     wildcard_constraints:

@@ -2,14 +2,15 @@
 paper's rows."""
 
 from aiayn.logs import run_stage
-from aiayn.report import parsing_table, tables
+from aiayn.report import layout, parsing_table, tables
 from aiayn.report.output import write_tables
 from aiayn.report.params import params_caption, params_table
 
 
 def params():
     sizes = snakemake.params.vocab_sizes
-    return params_table(sizes), params_caption(sizes)
+    table, caption = params_table(sizes), params_caption(sizes)
+    return layout.from_frame("params", table, caption), table, caption
 
 
 def results():
@@ -22,15 +23,17 @@ def results():
 
 
 def table2():
-    found = results()
-    table = tables.table2(found, snakemake.params.significance)
-    return table, tables.caption(tables.TABLE2_CAPTION, found)
+    found, significance = results(), snakemake.params.significance
+    detail = tables.table2(found, significance)
+    caption = tables.caption(tables.TABLE2_CAPTION, found)
+    return layout.table2(found, significance), detail, caption
 
 
 def table3():
-    found = results()
-    table = tables.table3(found, snakemake.params.significance)
-    return table, tables.caption(tables.TABLE3_CAPTION, found)
+    found, significance = results(), snakemake.params.significance
+    detail = tables.table3(found, significance)
+    caption = tables.caption(tables.TABLE3_CAPTION, found)
+    return layout.table3(found, significance), detail, caption
 
 
 def table4():
@@ -44,15 +47,18 @@ def table4():
         for result, record in zip(parsers, snakemake.input.train_records, strict=True)
     }
     baselines = [tables.load_json(path) for path in snakemake.input.baselines]
-    return parsing_table.table4(parsers, training, baselines), parsing_table.TABLE4_CAPTION
+    detail = parsing_table.table4(parsers, training, baselines)
+    shown = layout.table4(parsers, training, baselines)
+    return shown, detail, parsing_table.TABLE4_CAPTION
 
 
 def main():
     name = snakemake.wildcards.table
     build = {"params": params, "table2": table2, "table3": table3, "table4": table4}[name]
-    table, caption = build()
+    shown, detail, caption = build()
     output = snakemake.output
-    write_tables(table, output.markdown, output.csv, output.latex, caption, f"tab:{name}")
+    files = {"markdown": output.markdown, "latex": output.latex, "csv": output.csv}
+    write_tables(shown, detail, caption, {**files, "detail": output.detail})
 
 
 run_stage(main, snakemake.log[0])

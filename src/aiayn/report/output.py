@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import pandas as pd
 
+from aiayn.report.layout import Layout
+from aiayn.report.layout import latex as layout_latex
+from aiayn.report.layout import markdown as layout_markdown
 from aiayn.textio import atomic_output
 
 
 def write_tables(
-    table: pd.DataFrame, markdown: str, csv: str, latex: str, caption: str, label: str
+    layout: Layout, detail: pd.DataFrame, detail_caption: str, outputs: dict[str, str]
 ) -> None:
-    """The same table as Markdown (caption first), CSV and a LaTeX table; empty cells blank."""
-    with atomic_output(markdown) as handle:
-        shown = table.astype(object).where(table.notna(), "")
-        handle.write(f"{caption}\n\n{shown.to_markdown(index=False)}\n")
-    with atomic_output(csv) as handle:
-        table.to_csv(handle, index=False)
-    with atomic_output(latex) as handle:
-        handle.write(table.to_latex(index=False, na_rep="", caption=caption, label=label))
+    """The table as the paper lays it out (Markdown and LaTeX), and its full detail as CSV and
+    Markdown (caption first, empty cells blank). outputs: markdown, latex, csv, detail paths."""
+    with atomic_output(outputs["markdown"]) as handle:
+        handle.write(layout_markdown(layout))
+    with atomic_output(outputs["latex"]) as handle:
+        handle.write(layout_latex(layout))
+    with atomic_output(outputs["csv"]) as handle:
+        detail.to_csv(handle, index=False)
+    with atomic_output(outputs["detail"]) as handle:
+        shown = detail.astype(object).where(detail.notna(), "")
+        handle.write(f"{detail_caption}\n\n{shown.to_markdown(index=False)}\n")
 
 
 def save_figure(figure, *paths: str) -> None:
