@@ -7,7 +7,6 @@ plain Python and unit-tested there), through its four parts: `plan.data` (datase
 scores) and `plan.report` (tables, figures, the run record).
 """
 
-import hashlib
 import re
 import sys
 from pathlib import Path
@@ -23,7 +22,8 @@ from aiayn.errors import InputError
 from aiayn.parsing.treebank import select_files
 from aiayn.config.plan import FIGURES, PARSING_FIGURES, TABLES, Plan
 from aiayn.report.run_record import remember_invocation, write_run_record
-from aiayn.config.workflow import package_modules, use_this_checkout
+from aiayn.config.versions import modules_version, study_versions
+from aiayn.config.workflow import use_this_checkout
 
 use_this_checkout(SRC_DIR.parent)
 plan = Plan(config)
@@ -46,11 +46,7 @@ def code_version(script):
     """Hash of the src/aiayn modules that workflow_scripts/{script} runs, passed as a param so
     that editing any of them reruns the rule (Snakemake's code trigger sees the script only).
     """
-    digest = hashlib.sha256()
-    for path in package_modules(SCRIPTS_DIR / script, SRC_DIR.parent):
-        digest.update(path.relative_to(SRC_DIR).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+    return modules_version(SCRIPTS_DIR / script, SRC_DIR)
 
 
 def names_pattern(names):
@@ -212,6 +208,8 @@ def record_study_run(output, log):
         scores=plan.outputs.score_files(),
         seed_scores=plan.outputs.seed_score_files(),
         left_out=absent,  # optional datasets without data (the Snakefile's)
+        config_overrides=dict(workflow.config_settings.config),  # --config
+        versions=study_versions(plan, Path(workflow.basedir)),
     )
     Path(log).write_text(
         f"{output}: {len(record['experiments'])} experiments, {len(record['scores'])} "

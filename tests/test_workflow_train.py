@@ -80,6 +80,13 @@ def test_default_config_fills_results_and_the_report(default_run):
     for table in ("params", "table2", "table3"):
         for suffix in ("md", "csv", "tex"):
             assert (default_run / f"results/toy/tables/{table}.{suffix}").stat().st_size > 0
+        assert (default_run / f"results/toy/tables/{table}_detail.md").stat().st_size > 0
+    # the paper's layout: five columns, ours after the paper's rows, one decimal
+    shown = (default_run / "results/toy/tables/table2.md").read_text().splitlines()
+    assert shown[2].count("|") == 6 and shown[-1].startswith("* sacreBLEU differs from tiny's")
+    one_head = next(line for line in shown if line.startswith("| tiny_one_head (ours, test) |"))
+    assert re.fullmatch(r"\| tiny_one_head \(ours, test\) \| \d+\.\d\* \| \| \d\.\d · 10\^\d+ \| \|",
+                        one_head), one_head  # fmt: skip
     params = pd.read_csv(default_run / "results/toy/tables/params.csv").set_index("model")
     toy = yaml.safe_load((default_run / "configs/data/toy.yaml").read_text())["datasets"]["toy"]
     vocab = toy["subword"]  # the toy dataset config.yaml includes
@@ -327,3 +334,28 @@ def test_sigterm_checkpoints_and_a_rerun_resumes_to_the_same_weights(tmp_path):
     assert resumed.keys() == uninterrupted.keys()
     for name, tensor in uninterrupted.items():
         assert torch.equal(resumed[name], tensor), name
+
+
+def test_aiayn_results_says_which_stage_a_change_would_rerun(default_run):
+    """A finished run is current; an edit to the scoring code makes its study stale from the
+    score stage on (Snakemake's own dry run agrees), a decode setting from decode on."""
+    current = aiayn(default_run, "results")
+    assert (current.returncode, current.stdout) == (0, "results/toy: current\n")
+    module, config = default_run / "src/aiayn/score/bleu.py", default_run / "config.yaml"
+    originals = {path: path.read_text() for path in (module, config)}
+    try:
+        module.write_text(originals[module] + "\n# an edit\n")
+        stale = aiayn(default_run, "results")
+        assert stale.returncode == 1 and stale.stdout.startswith("results/toy: stale: code of ")
+        assert "code of score" in stale.stdout and "code of train" not in stale.stdout
+        assert stale.stdout.rstrip().endswith("rerun: snakemake --cores 2")
+        planned = run_snakemake(default_run, "-n").stdout
+        assert "rule score:" in planned and "rule train:" not in planned
+        module.write_text(originals[module])
+        edit_config(default_run, lambda c: c["experiments"]["tiny"].update(decode={"beam": 2}))
+        stale = aiayn(default_run, "results").stdout
+        assert stale.startswith("results/toy: stale: evaluation settings of tiny (decode on)")
+    finally:
+        for path, text in originals.items():
+            path.write_text(text)
+    assert aiayn(default_run, "results").returncode == 0

@@ -4,11 +4,14 @@
                     [--beam N] [--alpha A] [--batch-tokens N] [--finalize t2t|fairseq]
                     [--device auto|cpu|cuda]
     aiayn config [--configfile F ...] [--workdir D]
+    aiayn results [--workdir D]
 
 `translate` is like fairseq-interactive or marian-decoder, but the model, the BPE and the
 decoding settings are found from the experiment's name, as the workflow's decode rule finds
 them. `config` validates config.yaml and the config files on top as the Snakefile does and
-prints the result with every default filled in: what the workflow will run with.
+prints the result with every default filled in: what the workflow will run with. `results` says,
+for every study committed under results/, whether this checkout's code and configs would rewrite
+it, and from which stage on (exit 1 if any would be).
 """
 
 from __future__ import annotations
@@ -58,6 +61,13 @@ def parser() -> argparse.ArgumentParser:
         "the result against the schema and print it as YAML with every default filled in.",
     )
     add_config_arguments(check)
+    results = commands.add_parser(
+        "results",
+        help="which committed results/<study>/ the current code and configs would rewrite",
+        description="For each results/<study>/run.json: compare the code and settings versions "
+        "it recorded with this checkout's; exit 1 if any study is stale.",
+    )
+    results.add_argument("--workdir", type=Path, default=Path("."), help="the workflow's folder")
     return cli
 
 
@@ -76,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     setup_logging()
     try:
-        return run_config(args) if args.command == "config" else run_translate(args)
+        commands = {"config": run_config, "results": run_results, "translate": run_translate}
+        return commands[args.command](args)
     except InputError as err:
         log.error("%s", err)
         return 1
@@ -113,6 +124,34 @@ def run_config(args: argparse.Namespace) -> int:
     config = load_config(root, [root / path for path in args.configfile])
     sys.stdout.write(yaml.safe_dump(config, sort_keys=False))
     return 0
+
+
+def run_results(args: argparse.Namespace) -> int:
+    """One line per committed study: current, or stale with what changed and the command."""
+    import json
+
+    from aiayn.config.load import load_config
+    from aiayn.config.plan import Plan
+    from aiayn.config.versions import changes, study_versions
+
+    root, stale = args.workdir, 0
+    records = sorted((root / "results").glob("*/run.json"))
+    if not records:
+        raise InputError(f"{(root / 'results').resolve()} holds no <study>/run.json")
+    for path in records:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        where = path.parent.relative_to(root)
+        if "versions" not in record:
+            found = [f"written at {record.get('commit')}, before run.json recorded versions "
+                     "(every stage)"]  # fmt: skip
+        else:
+            configfiles = [root / name for name in record["configfiles"]]
+            config = load_config(root, configfiles, record.get("config_overrides") or None)
+            found = changes(record["versions"], study_versions(Plan(config), root))
+        stale += bool(found)
+        state = f"stale: {'; '.join(found)}; rerun: {record['command']}" if found else "current"
+        sys.stdout.write(f"{where}: {state}\n")
+    return 1 if stale else 0
 
 
 def locate(args: argparse.Namespace):

@@ -120,10 +120,13 @@ def run_record(
     scores: list[str],
     seed_scores: list[str] = (),
     left_out: dict[str, str] | None = None,
+    config_overrides: dict | None = None,
+    versions: dict | None = None,
 ) -> dict:
     """The record of the snakemake invocation that (re)made the study's results; `experiments`
     maps each run to its train.json and its decode settings; `seed_scores` are the records over
-    seeds of experiments trained with several."""
+    seeds of experiments trained with several; `versions` the code and settings that made them
+    (aiayn.config.versions), which `aiayn results` compares with the checkout's."""
     argv, started = invocation()
     now = datetime.datetime.now(datetime.UTC)
     results = Path(paths.results_dir(study))
@@ -131,6 +134,7 @@ def run_record(
         "study": study,
         "command": command_line(argv),
         "configfiles": [os.path.relpath(f, root) for f in configfiles],
+        "config_overrides": dict(config_overrides or {}),
         **commit_of(root),
         "finished": now.isoformat(timespec="seconds"),
         "invocation_seconds": round(now.timestamp() - started, 1),
@@ -143,6 +147,7 @@ def run_record(
         **({"seed_scores": by_name(seed_scores, results / "seeds")} if seed_scores else {}),
         # optional datasets whose data was absent, and the experiments left out with them
         **({"left_out": dict(left_out)} if left_out else {}),
+        **({"versions": versions} if versions else {}),
     }
 
 
@@ -158,5 +163,5 @@ def write_run_record(output: str, **fields) -> dict:
     """Write the record next to the study's results, atomically (never a half-written file)."""
     record = run_record(**fields)
     with atomic_output(output) as handle:
-        handle.write(json.dumps(record, indent=2) + "\n")
+        handle.write(json.dumps(record, indent=2, default=str) + "\n")
     return record

@@ -1,0 +1,111 @@
+"""What made a study's results, as versions a checkout can recompute without running anything:
+each stage's code (its workflow script and every `aiayn` module the script runs, as the rules
+hash them for their rerun trigger) and each dataset's, experiment's and the report's resolved
+settings. The study's run.json records them (rule run_record); `aiayn results` recomputes them
+for the current checkout and says which committed study the workflow would rewrite, and from
+which stage on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from aiayn.config.plan import Plan
+from aiayn.config.workflow import package_modules
+
+# stage (rule) -> its workflow script, in the order of the DAG
+STAGE_SCRIPTS = {
+    "download": "download.py",
+    "clean": "clean.py",
+    "treebank": "treebank.py",
+    "subword": "subword.py",
+    "binarize": "binarize.py",
+    "train": "train.py",
+    "average": "average.py",
+    "decode": "decode.py",
+    "attention_maps": "attention_maps.py",
+    "score": "score.py",
+    "score_parse": "score_parse.py",
+    "parse_baselines": "parse_baselines.py",
+    "seed_scores": "seed_scores.py",
+    "table": "report_table.py",
+    "figure": "report_figure.py",
+}
+# What a change of settings reruns first (everything after it follows)
+SETTINGS_STAGE = {"datasets": "download", "train": "train", "evaluation": "decode",
+                  "report": "score"}  # fmt: skip
+
+
+def modules_version(script: Path, src_dir: Path) -> str:
+    """Hash of the src/aiayn modules a workflow script runs: the `code` param of its rule."""
+    digest, src_dir = hashlib.sha256(), Path(src_dir).resolve()
+    for path in package_modules(script, src_dir.parent):
+        digest.update(path.relative_to(src_dir).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def stage_version(root: Path, stage: str) -> str:
+    """A stage's code: its script (Snakemake's own code trigger) and the modules it runs."""
+    script = root / "workflow_scripts" / STAGE_SCRIPTS[stage]
+    digest = hashlib.sha256(script.read_bytes())
+    digest.update(modules_version(script, root / "src" / "aiayn").encode())
+    return digest.hexdigest()[:16]
+
+
+def study_stages(plan: Plan) -> list[str]:
+    """The stages whose jobs make this study's results."""
+    stages = {"download", "clean", "subword", "binarize", "train", "average", "decode", "table"}
+    if plan.runs.translators():
+        stages |= {"score", "figure"}
+    if plan.runs.parsers():
+        stages |= {"treebank", "score_parse", "parse_baselines", "figure"}
+    if plan.runs.seeded_groups():
+        stages.add("seed_scores")
+    if plan.report.attention_figures():
+        stages.add("attention_maps")
+    return [stage for stage in STAGE_SCRIPTS if stage in stages]
+
+
+def settings_hash(value) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def without_location(entry: dict) -> dict:
+    """A dataset's settings less where its files are (`root`): moving them changes nothing."""
+    return {key: value for key, value in entry.items() if key != "root"}
+
+
+def study_versions(plan: Plan, root: Path) -> dict:
+    """The versions run.json records: per stage, per dataset, per run (training and
+    evaluation apart) and the report's settings."""
+    datasets = sorted({plan.runs.dataset(name) for name in plan.runs.names()})
+    return {
+        "code": {stage: stage_version(root, stage) for stage in study_stages(plan)},
+        "datasets": {
+            name: settings_hash(without_location(plan.data.entry(name))) for name in datasets
+        },  # fmt: skip
+        "train": {name: settings_hash(plan.runs.trainer_spec(name)) for name in plan.runs.names()},
+        "evaluation": {
+            name: settings_hash(plan.runs.evaluation(name)) for name in plan.runs.names()
+        },  # fmt: skip
+        "report": settings_hash(plan.config["report"]),
+    }
+
+
+def changes(recorded: dict, current: dict) -> list[str]:
+    """What differs, each as `what (the stage it reruns first)`; none: the study is current."""
+    found = [f"code of {stage}" for stage, version in current["code"].items()
+             if recorded["code"].get(stage) != version]  # fmt: skip
+    for kind in ("datasets", "train", "evaluation"):
+        for name, version in current[kind].items():
+            if recorded[kind].get(name) != version:
+                found.append(f"{kind} settings of {name} ({SETTINGS_STAGE[kind]} on)")
+        for name in sorted(set(recorded[kind]) - set(current[kind])):
+            found.append(f"{name} is no longer in the study")
+    if recorded["report"] != current["report"]:
+        found.append("report settings (score on)")
+    return found
