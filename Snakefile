@@ -38,6 +38,9 @@ for message in absent.values():  # recorded in results/<study>/run.json too
 include: "rules/common.smk"
 
 
+report: report_front_page()
+
+
 # The bill before any job runs (a dry run is the place to read it).
 if workflow.is_main_process:
     logger.info(plan.report.gpu_hours())

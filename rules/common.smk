@@ -21,6 +21,7 @@ from aiayn.data.sources import is_url, local_files
 from aiayn.errors import InputError
 from aiayn.parsing.treebank import select_files
 from aiayn.config.plan import FIGURES, PARSING_FIGURES, TABLES, Plan
+from aiayn.report.front_page import front_page
 from aiayn.report.run_record import remember_invocation, write_run_record
 from aiayn.config.versions import modules_version, study_versions
 from aiayn.config.workflow import use_this_checkout
@@ -216,6 +217,17 @@ def record_study_run(output, log):
         f"scores, commit {record['commit']}\n",
         encoding="utf-8",
     )
+
+
+def report_front_page():
+    """The HTML report's front page for this study (aiayn.report.front_page), written where
+    Snakemake keeps its own state; the main process writes it, its jobs only name it."""
+    page = Path.cwd() / ".snakemake" / "aiayn" / f"report_{plan.study}.rst"
+    if workflow.is_main_process:
+        page.parent.mkdir(parents=True, exist_ok=True)
+        text = front_page(plan.study, plan.runs.groups(), Path.cwd())
+        page.write_text(text, encoding="utf-8")
+    return str(page)
 
 
 def report_inputs(wildcards):

@@ -3,6 +3,7 @@ ours labelled under the paper's rows, seeds and significance in one cell, and La
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -46,6 +47,7 @@ def test_table2_has_the_papers_five_columns_its_rows_then_ours_labelled():
     assert [cell.render(False) for cell in base[1:]] == [
         "27.3", "38.1", "3.3 · 10^18", "3.3 · 10^18"
     ]  # fmt: skip
+    assert table.rows[0][1].render(False) == "23.75"  # the paper's own figures as it printed them
     assert table.rule_before == {len(TABLE2)}
     ours = table.rows[len(TABLE2) :]
     assert [row[0] for row in ours] == ["tiny (ours, test)", "tiny_one_layer (ours, test)"]
@@ -139,3 +141,18 @@ def test_every_table_compiles_with_booktabs(tmp_path):
     assert compiled.returncode == 0, compiled.stdout[-3000:]
     assert (tmp_path / "tables.pdf").stat().st_size > 0
     assert "tiny\\_one\\_layer" in body and "counts\\_1 100\\%" in body
+
+
+def test_the_report_front_page_names_the_study_its_command_commit_and_tables(tmp_path):
+    from aiayn.report.front_page import front_page
+
+    assert "Not run yet" in front_page("toy", ["tiny"], tmp_path)
+    record = {"command": "snakemake --cores all", "commit": "abc1234", "finished": "2026-11-27",
+              "invocation_seconds": 250.0, "configfiles": []}  # fmt: skip
+    (tmp_path / "results" / "toy").mkdir(parents=True)
+    (tmp_path / "results" / "toy" / "run.json").write_text(json.dumps(record))
+    page = front_page("toy", ["tiny", "tiny_one_head"], tmp_path)
+    assert page.startswith('Study "toy": Attention Is All You Need, reproduced\n=====')
+    assert "Made by ``snakemake --cores all`` at commit ``abc1234``" in page
+    assert "``results/toy/tables/``" in page and "``tiny_one_head``" in page
+    assert "{" not in page  # Snakemake renders the page with Jinja first

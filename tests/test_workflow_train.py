@@ -129,7 +129,11 @@ def test_default_config_fills_results_and_the_report(default_run):
     run_snakemake(default_run, "--report", "results/toy/report.zip")
     with zipfile.ZipFile(default_run / "results/toy/report.zip") as archive:
         names = archive.namelist()
+        page = archive.read(next(n for n in names if n.endswith("report.html"))).decode()
     assert any(name.endswith("table2.md") for name in names)
+    # the front page: the study, the command that made it, where its tables are
+    assert "Study &quot;toy&quot;" in page or 'Study "toy"' in page
+    assert "Made by" in page and "results/toy/tables/" in page
     assert any(name.endswith("tiny.sentence1.png") for name in names)
 
 

@@ -45,6 +45,11 @@ class Score:
         return text
 
 
+def printed_digits(value: float | None) -> int:
+    """The decimals the paper printed a figure of its own with (23.75, 24.6): kept as printed."""
+    return 1 if value is None else max(1, len(repr(value).partition(".")[2]))
+
+
 @dataclass
 class Cost:
     """Training FLOPs as the paper prints them: 3.3 · 10^18."""
@@ -208,9 +213,8 @@ def table2(results: list[ExperimentResult], significance: float = 0.05) -> Layou
         groups=[("", 1), ("BLEU", 2), ("Training Cost (FLOPs)", 2)],
     )
     for model, *figures in TABLE2:
-        layout.rows.append(
-            [model, Score(figures[0]), Score(figures[1]), Cost(figures[2]), Cost(figures[3])]
-        )
+        bleu = [Score(value, printed_digits(value)) for value in figures[:2]]
+        layout.rows.append([model, *bleu, Cost(figures[2]), Cost(figures[3])])
     layout.rule_before.add(len(layout.rows))
     ours: dict[tuple, list] = {}
     for runs in tables.by_experiment(results):
