@@ -9,10 +9,13 @@ sentences) with beam 4, max length source + 50; ours and naive use alpha 0.6 and
 same translations (Marian's length penalty is len^alpha, not GNMT's, so its translations may differ;
 the share that agree is reported). Ours and generate() run `--repeats` times each (2 by default: the
 first run on a GPU also pays its warm-up) and keep their fastest; the naive decoder, many times
-slower, runs once. The model is a trained weights file (--weights with its --subword model) or a
-randomly initialised preset with a BPE model trained here on the source (a random model rarely emits
-EOS, so most outputs run to the maximum length: a worst case). Prints one JSON line; --save writes
-it under bench/results/.
+slower, runs once. The model is a trained weights file (--weights with its --subword model), the
+preset trained here by our trainer for --train-steps on a parallel corpus (--train-source,
+--train-target; its BPE learned on them), or a randomly initialised preset with a BPE model
+trained on the source (a random model rarely emits EOS, so most outputs run to the maximum
+length: a worst case). With --reference, the output's length over the reference's (13a tokens)
+and its sacreBLEU are recorded beside the seconds: a model that stops where a translation ends
+gives about 1. Prints one JSON line; --save writes it under bench/results/.
 
     python bench/decode_speed.py                                   # base, all 3003 sentences
     python bench/decode_speed.py --preset tiny --sentences 100     # CPU-sized
@@ -21,6 +24,8 @@ it under bench/results/.
     python bench/decode_speed.py --cache-ab --compile-ab           # also the other layout, compiled
     python bench/decode_speed.py --ab-against HEAD~1               # A/B: this code vs a revision's
     python bench/decode_speed.py --ab-commit C1 --ab-commit C2     # A/B: each commit vs its parent
+    python bench/decode_speed.py --train-source src-train.txt --train-target tgt-train.txt \
+        --train-steps 400 --reference newstest2014.en-de.de         # on a model that stops
 """
 
 from __future__ import annotations
@@ -34,15 +39,19 @@ import ab
 import benchlib
 import marian
 import numpy as np
+import sacrebleu
 import sentencepiece as spm
 import torch
 
 from aiayn.decode.search import default_drop_every
 from aiayn.decode.settings import DecodeSettings
-from aiayn.decode.translate import autocast, load_model, pick_device, translate
+from aiayn.decode.translate import autocast, detokenized, load_model, pick_device, translate
 from aiayn.model import Transformer
 from aiayn.model_config import build_config
+from aiayn.prepare.binarize import write_indexed
 from aiayn.prepare.subword import SubwordSettings, train_bpe
+from aiayn.train.settings import Experiment, TrainSettings
+from aiayn.train.trainer import Trainer
 
 NEWSTEST2014 = benchlib.PROJECT.parent / "shared/data/wmt14_newstest/full/newstest2014.en-de.en"
 
@@ -51,12 +60,45 @@ def model_and_subword(args, device, workdir: Path):
     if args.weights:
         model, _ = load_model(args.weights, device)
         return model, spm.SentencePieceProcessor(model_file=args.subword)
-    prefix = workdir / "bpe"
-    settings = SubwordSettings(vocab_size=args.vocab)
-    train_bpe([str(args.source)], str(prefix) + ".model", settings)
+    corpus = [args.train_source, args.train_target] if args.train_steps else [args.source]
+    train_bpe([str(path) for path in corpus], str(workdir / "bpe.model"),
+              SubwordSettings(vocab_size=args.vocab))  # fmt: skip
+    processor = spm.SentencePieceProcessor(model_file=str(workdir / "bpe.model"))
     torch.manual_seed(0)
-    model = Transformer(build_config(args.vocab, args.preset)).to(device).eval()
-    return model, spm.SentencePieceProcessor(model_file=str(prefix) + ".model")
+    config = build_config(args.vocab, args.preset)
+    if args.train_steps:
+        return trained(config, processor, args, workdir).to(device).eval(), processor
+    return Transformer(config).to(device).eval(), processor
+
+
+def trained(config, processor, args, workdir: Path) -> Transformer:
+    """The preset after --train-steps of our trainer (the paper's schedule, warm-up a quarter
+    of the steps) on the parallel corpus, as fp32 weights."""
+    data = []
+    for side, path in (("src", args.train_source), ("tgt", args.train_target)):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        write_indexed(str(workdir / f"train.{side}"), map(processor.encode, lines), args.vocab)
+        data.append(str(workdir / f"train.{side}"))
+    settings = TrainSettings(max_steps=args.train_steps, warmup_steps=max(1, args.train_steps // 4),
+                             tokens_per_step=args.train_tokens, tokens_per_batch=args.train_tokens,
+                             checkpoint_every_minutes=None)  # fmt: skip
+    trainer = Trainer(Experiment("decode_speed", workdir / "run", data, data, config, settings))
+    for _ in range(args.train_steps):
+        trainer.train_step(save_requested=False, budget_spent=False)
+    model = Transformer(config)
+    model.load_state_dict({k: v.float() for k, v in trainer.engine.module.state_dict().items()})
+    return model
+
+
+def length_figures(hypotheses, processor, reference: Path | None) -> dict:
+    """Our output's length over the reference's (13a tokens, as sacreBLEU counts) and its
+    sacreBLEU: how close to a real translation's length the timed outputs are."""
+    if reference is None:
+        return {}
+    references = reference.read_text(encoding="utf-8").splitlines()[: len(hypotheses)]
+    bleu = sacrebleu.corpus_bleu(detokenized(processor, hypotheses), [references])
+    return {"output_to_reference_length": round(bleu.sys_len / bleu.ref_len, 3),
+            "sacrebleu": round(bleu.score, 2)}  # fmt: skip
 
 
 def run(model, sentences, settings, incremental: bool, drop_every=None) -> tuple[list, dict]:
@@ -147,6 +189,13 @@ def peer_figures(ours, ours_figures, peer, skipped: bool = False) -> dict:
     }
 
 
+def model_name(args) -> str:
+    if args.train_steps:
+        return (f"{args.preset} trained {args.train_steps} steps of {args.train_tokens} target "
+                f"tokens on {args.train_source.name} (vocabulary {args.vocab})")  # fmt: skip
+    return f"{args.preset} (random initialisation, vocabulary {args.vocab})"
+
+
 def main() -> None:
     parser = benchlib.parser(__doc__)
     parser.add_argument("--source", type=Path, default=NEWSTEST2014)
@@ -155,6 +204,11 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=8000, help="BPE size for a random model")
     parser.add_argument("--weights", help="a trained weights file (runs/EXP/averaged.safetensors)")
     parser.add_argument("--subword", help="its sentencepiece model (data/DATASET/spm/bpe.model)")
+    parser.add_argument("--train-source", type=Path, help="parallel text to train the preset on")
+    parser.add_argument("--train-target", type=Path, help="its other side, line by line")
+    parser.add_argument("--train-steps", type=int, default=0, help="our trainer's steps on it")
+    parser.add_argument("--train-tokens", type=int, default=25000, help="target tokens a step")
+    parser.add_argument("--reference", type=Path, help="the source's reference translations")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--batch-tokens", type=int, default=4000)
     parser.add_argument(
@@ -201,11 +255,17 @@ def main() -> None:
         parser.error("--repeats must be at least 1")
     if args.weights and not args.subword:
         parser.error("--weights needs --subword")
+    if args.train_steps and not (args.train_source and args.train_target):
+        parser.error("--train-steps needs --train-source and --train-target")
     if not args.source.exists():
         sys.exit(f"{args.source} is missing: pass --source (newstest2014 source, one per line)")
 
     device = pick_device()
     lines = args.source.read_text(encoding="utf-8").splitlines()[: args.sentences]
+    if args.train_steps:
+        from aiayn.train.engine import init_process
+
+        init_process()  # the trainer's one-process group
     with tempfile.TemporaryDirectory() as workdir:
         model, processor = model_and_subword(args, device, Path(workdir))
     sentences = [np.array(processor.encode(line)) for line in lines]
@@ -228,14 +288,14 @@ def main() -> None:
         "bench": "decode_speed",
         "device": benchlib.device_name(device),
         **benchlib.stamp(),
-        "model": args.weights or f"{args.preset} (random initialisation, vocabulary {args.vocab})",
+        "model": args.weights or model_name(args),
         "source": f"{args.source.name}, {len(sentences)} sentences",
         "beam": args.beam,
         "alpha": 0.6,
         "batch_tokens": args.batch_tokens,
         "repeats": args.repeats,
         "drop_every": args.drop_every or default_drop_every(device),
-        "ours_cached": ours_figures,
+        "ours_cached": ours_figures | length_figures(ours, processor, args.reference),
         **naive_figures(model, sentences, settings, ours, ours_figures, args.no_naive),
         **variant_figures(model, sentences, settings, ours, ours_figures, args),
         **peer_figures(ours, ours_figures, peer, args.no_peer),

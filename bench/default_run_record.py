@@ -27,18 +27,19 @@ DECODES = (("last", "dev"), ("averaged", "dev"), ("averaged", "test"))
 
 
 def decode_figures(root: Path, name: str, checkpoint: str, split: str) -> dict:
-    """One decode's scores (2 decimals), sacreBLEU's 95% half-width, its paired test, its speed."""
+    """One decode's scores, sacreBLEU's 95% half-width, its paired test, its speed, unrounded:
+    whatever quotes them rounds once, from the value itself."""
     scores = json.loads((root / paths.score_file(name, checkpoint, split, "toy")).read_text())
     decode = json.loads((root / paths.decode_output("json", name, checkpoint, split)).read_text())
     test = scores.get("paired_bootstrap") or {}
     return {
-        "sacrebleu": round(scores["sacrebleu"]["score"], 2),
-        "sacrebleu_ci95": round(scores["sacrebleu"]["bootstrap"]["ci95"], 2),
-        "tokenized_bleu": round(scores["tokenized_bleu"]["score"], 2),
-        "chrf": round(scores["chrf"]["score"], 2),
+        "sacrebleu": scores["sacrebleu"]["score"],
+        "sacrebleu_ci95": scores["sacrebleu"]["bootstrap"]["ci95"],
+        "tokenized_bleu": scores["tokenized_bleu"]["score"],
+        "chrf": scores["chrf"]["score"],
         "baseline": test.get("baseline"),
-        "p_vs_baseline": None if test.get("is_baseline") else round(test["p_value"], 4),
-        "decode_sentences_per_s": round(decode["sentences_per_s"], 1),
+        "p_vs_baseline": None if test.get("is_baseline") else test["p_value"],
+        "decode_sentences_per_s": decode["sentences_per_s"],
     }
 
 
@@ -46,8 +47,8 @@ def experiment_figures(root: Path, name: str) -> dict:
     train = json.loads((root / paths.train_summary(name)).read_text())
     figures = {
         "steps": train["steps"],
-        "train_seconds": round(train["seconds"], 2),
-        "dev_ppl": round(train["dev_ppl"], 3),
+        "train_seconds": train["seconds"],
+        "dev_ppl": train["dev_ppl"],
         "train_flops": train["train_flops"],
         "real_tokens_per_step": train["real_tokens_per_step"],
     }

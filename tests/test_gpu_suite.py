@@ -33,6 +33,7 @@ def suite(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
 def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
     shared("wmt14_newstest", "full", "newstest2014.en-de.en")
     shared("multi30k", "raw_gz", "train.en.gz")
+    shared("opennmt_toy_ende", "src-train.txt")
     out, later, work, checkout = (tmp_path / name for name in ("out", "later", "work", "checkout"))
     result = suite("run", "--smoke", "--out", str(out), "--work", str(work))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -69,6 +70,10 @@ def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
     assert decode[0]["naive_recompute"] == "skipped: --no-naive"
     assert decode[0]["hf_marian_generate"]["seconds"] > 0
     assert decode[0]["ancestry_same_translations"] == 1.0  # decode_base's cache A/B, in fp32
+    # decode_base times a model our trainer trained first, and how long its outputs are
+    assert decode[0]["model"].startswith("tiny trained 3 steps of 1000 target tokens on src-train")
+    assert decode[0]["ours_cached"]["output_to_reference_length"] >= 0
+    assert decode[1]["model"].startswith("tiny (random initialisation")
     assert decode[1]["same_translations"] == 1.0 and decode[1]["speedup"] > 0
     assert "aten::" in (out / "decode.prof.txt").read_text()
     train = json.loads((out / "train_throughput.json").read_text())
