@@ -14,6 +14,7 @@ import pytest
 from aiayn.paper import TABLE2, TABLE3, TABLE4
 from aiayn.report import layout
 from aiayn.report.params import params_table
+from tests.conftest import PROJECT
 from tests.test_seeds import result, seed_record
 
 
@@ -156,3 +157,32 @@ def test_the_report_front_page_names_the_study_its_command_commit_and_tables(tmp
     assert "Made by ``snakemake --cores all`` at commit ``abc1234``" in page
     assert "``results/toy/tables/``" in page and "``tiny_one_head``" in page
     assert "{" not in page  # Snakemake renders the page with Jinja first
+
+
+COMMITTED_TABLES = sorted((PROJECT / "results").glob("*/tables/*.tex"))
+
+
+def test_the_committed_paper_tables_have_the_papers_shape():
+    """Every committed study's Table 2 has at most 6 columns, and no table a paper would paste
+    prints a number with more than 2 decimals."""
+    table2 = [path for path in COMMITTED_TABLES if path.name == "table2.tex"]
+    assert table2, "no committed results/*/tables/table2.tex"
+    for path in table2:
+        spec = re.search(r"\\begin\{tabular\}\{([lcr]+)\}", path.read_text()).group(1)
+        assert len(spec) <= 6, path
+    for path in COMMITTED_TABLES:
+        if path.stem in ("table2", "table3", "table4"):
+            assert not re.search(r"\d\.\d{3}", path.read_text()), path
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no LaTeX engine (pdflatex): "
+                    "apt-get install texlive-latex-base texlive-latex-recommended")  # fmt: skip
+def test_every_committed_table_compiles(tmp_path):
+    body = "\n".join(path.read_text() for path in COMMITTED_TABLES)
+    document = "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+    (tmp_path / "committed.tex").write_text(document + body + "\\end{document}\n")
+    compiled = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "committed.tex"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert compiled.returncode == 0, compiled.stdout[-3000:]

@@ -34,8 +34,7 @@ STAGE_SCRIPTS = {
     "figure": "report_figure.py",
 }
 # What a change of settings reruns first (everything after it follows)
-SETTINGS_STAGE = {"datasets": "download", "train": "train", "evaluation": "decode",
-                  "report": "score"}  # fmt: skip
+SETTINGS_STAGE = {"datasets": "download", "train": "train", "evaluation": "decode"}
 
 
 def modules_version(script: Path, src_dir: Path) -> str:
@@ -87,19 +86,21 @@ def study_versions(plan: Plan, root: Path) -> dict:
         "code": {stage: stage_version(root, stage) for stage in study_stages(plan)},
         "datasets": {
             name: settings_hash(without_location(plan.data.entry(name))) for name in datasets
-        },  # fmt: skip
+        },
         "train": {name: settings_hash(plan.runs.trainer_spec(name)) for name in plan.runs.names()},
         "evaluation": {
             name: settings_hash(plan.runs.evaluation(name)) for name in plan.runs.names()
-        },  # fmt: skip
+        },
         "report": settings_hash(plan.config["report"]),
     }
 
 
 def changes(recorded: dict, current: dict) -> list[str]:
     """What differs, each as `what (the stage it reruns first)`; none: the study is current."""
-    found = [f"code of {stage}" for stage, version in current["code"].items()
-             if recorded["code"].get(stage) != version]  # fmt: skip
+    code = current["code"].items()
+    found = [
+        f"code of {stage}" for stage, version in code if recorded["code"].get(stage) != version
+    ]
     for kind in ("datasets", "train", "evaluation"):
         for name, version in current[kind].items():
             if recorded[kind].get(name) != version:
