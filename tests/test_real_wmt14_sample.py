@@ -56,7 +56,7 @@ def test_wmt14_sample_is_detokenized_before_bpe(wmt14_sample_run):
 
 
 def test_wmt14_sample_table2_puts_the_paper_beside_ours_on_both_newstest2014s(wmt14_sample_run):
-    table = (wmt14_sample_run / RESULTS / "tables" / "table2.md").read_text()
+    table = (wmt14_sample_run / RESULTS / "tables" / "table2_detail.md").read_text()
     assert "Transformer (base model)" in table and "27.3" in table
     ours = [line for line in table.splitlines() if "| ours " in line]
     variants = ["(sacrebleu wmt14/full, 3003 lines)", "(sacrebleu wmt14, 2737 lines)"]

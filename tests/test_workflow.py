@@ -295,7 +295,7 @@ def test_multi30k_preset_with_its_root_pointed_at_local_copies(project_copy):
 def test_parameter_table_and_the_snakemake_report(project_copy):
     run_snakemake(project_copy, "results/toy/tables/params.md")
     markdown = (project_copy / "results/toy/tables/params.md").read_text()
-    assert "| base      |   6 |       512 |" in markdown and "nan" not in markdown
+    assert "| base | 6 | 512 |" in markdown and "nan" not in markdown
     assert "paper: Table 3 of Vaswani et al. 2017" in markdown
     assert "params at" not in markdown  # no experiment here: no trained vocabulary to count at
     assert (project_copy / "results/toy/tables/params.tex").read_text().startswith("\\begin{table}")
