@@ -121,8 +121,23 @@ def test_table4_has_parser_training_f1_and_the_split_named_for_ours():
     assert ours[3] == "test (documents 0190-0199, 40 sentences)"
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no LaTeX engine (pdflatex): "
-                    "apt-get install texlive-latex-base texlive-latex-recommended")  # fmt: skip
+needs_latex = pytest.mark.skipif(
+    shutil.which("pdflatex") is None,
+    reason="no LaTeX engine (pdflatex): apt-get install texlive-latex-base texlive-latex-recommended",
+)
+
+
+def compile_tables(body: str, folder) -> subprocess.CompletedProcess:
+    """pdflatex on a minimal document (booktabs) holding `body`."""
+    document = "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+    (folder / "tables.tex").write_text(document + body + "\\end{document}\n")
+    return subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "tables.tex"],
+        cwd=folder, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+@needs_latex
 def test_every_table_compiles_with_booktabs(tmp_path):
     """A minimal document holding each table, through a real LaTeX engine."""
     baselines = []
@@ -133,12 +148,7 @@ def test_every_table_compiles_with_booktabs(tmp_path):
         layout.from_frame("params", params_table({"toy": 800}), "Parameters & counts_1 100%."),
     ]
     body = "\n".join(layout.latex(table) for table in tables)
-    document = "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
-    (tmp_path / "tables.tex").write_text(document + body + "\\end{document}\n")
-    compiled = subprocess.run(
-        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "tables.tex"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    compiled = compile_tables(body, tmp_path)
     assert compiled.returncode == 0, compiled.stdout[-3000:]
     assert (tmp_path / "tables.pdf").stat().st_size > 0
     assert "tiny\\_one\\_layer" in body and "counts\\_1 100\\%" in body
@@ -175,14 +185,7 @@ def test_the_committed_paper_tables_have_the_papers_shape():
             assert not re.search(r"\d\.\d{3}", path.read_text()), path
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no LaTeX engine (pdflatex): "
-                    "apt-get install texlive-latex-base texlive-latex-recommended")  # fmt: skip
+@needs_latex
 def test_every_committed_table_compiles(tmp_path):
-    body = "\n".join(path.read_text() for path in COMMITTED_TABLES)
-    document = "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
-    (tmp_path / "committed.tex").write_text(document + body + "\\end{document}\n")
-    compiled = subprocess.run(
-        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "committed.tex"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    compiled = compile_tables("\n".join(path.read_text() for path in COMMITTED_TABLES), tmp_path)
     assert compiled.returncode == 0, compiled.stdout[-3000:]
