@@ -85,7 +85,7 @@ def test_default_config_fills_results_and_the_report(default_run):
     shown = (default_run / "results/toy/tables/table2.md").read_text().splitlines()
     assert shown[2].count("|") == 6 and shown[-1].startswith("* sacreBLEU differs from tiny's")
     one_head = next(line for line in shown if line.startswith("| tiny_one_head (ours, test) |"))
-    assert re.fullmatch(r"\| tiny_one_head \(ours, test\) \| \d+\.\d\* \| \| \d\.\d · 10\^\d+ \| \|",
+    assert re.fullmatch(r"\| tiny_one_head \(ours, test\) \| \d+\.\d\* \|  \| \d\.\d · 10\^\d+ \|  \|",
                         one_head), one_head  # fmt: skip
     params = pd.read_csv(default_run / "results/toy/tables/params.csv").set_index("model")
     toy = yaml.safe_load((default_run / "configs/data/toy.yaml").read_text())["datasets"]["toy"]
