@@ -42,16 +42,15 @@ import numpy as np
 import sacrebleu
 import sentencepiece as spm
 import torch
+import train_throughput
 
 from aiayn.decode.search import default_drop_every
 from aiayn.decode.settings import DecodeSettings
 from aiayn.decode.translate import autocast, detokenized, load_model, pick_device, translate
 from aiayn.model import Transformer
 from aiayn.model_config import build_config
-from aiayn.prepare.binarize import write_indexed
 from aiayn.prepare.subword import SubwordSettings, train_bpe
-from aiayn.train.settings import Experiment, TrainSettings
-from aiayn.train.trainer import Trainer
+from aiayn.train.settings import TrainSettings
 
 NEWSTEST2014 = benchlib.PROJECT.parent / "shared/data/wmt14_newstest/full/newstest2014.en-de.en"
 
@@ -74,15 +73,13 @@ def model_and_subword(args, device, workdir: Path):
 def trained(config, processor, args, workdir: Path) -> Transformer:
     """The preset after --train-steps of our trainer (the paper's schedule, warm-up a quarter
     of the steps) on the parallel corpus, as fp32 weights."""
-    data = []
-    for side, path in (("src", args.train_source), ("tgt", args.train_target)):
-        lines = path.read_text(encoding="utf-8").splitlines()
-        write_indexed(str(workdir / f"train.{side}"), map(processor.encode, lines), args.vocab)
-        data.append(str(workdir / f"train.{side}"))
+    corpus = [[np.array(processor.encode(line)) for line in path.read_text("utf-8").splitlines()]
+              for path in (args.train_source, args.train_target)]  # fmt: skip
     settings = TrainSettings(max_steps=args.train_steps, warmup_steps=max(1, args.train_steps // 4),
-                             tokens_per_step=args.train_tokens, tokens_per_batch=args.train_tokens,
+                             tokens_per_step=args.train_tokens,
+                             tokens_per_batch=args.train_tokens * 5 // 4,  # room for padding
                              checkpoint_every_minutes=None)  # fmt: skip
-    trainer = Trainer(Experiment("decode_speed", workdir / "run", data, data, config, settings))
+    trainer = train_throughput.our_trainer(config, corpus, settings, workdir)
     for _ in range(args.train_steps):
         trainer.train_step(save_requested=False, budget_spent=False)
     model = Transformer(config)

@@ -7,8 +7,9 @@
 
 The parts run in PARTS order, what matters first, each under its cap (PART_CAPS_S; together they
 fit the call's budget, so a call that started late still returns the headline figures): the
-preflight, the device's matmul rates, base's training step, base's decoding of newstest2014,
-big's step, then the extras by name (EXTRAS) with what is left. The run ends with the hours
+device's packages and matmul rates, base's training step, base's decoding of newstest2014,
+big's step, then the extras by name (EXTRAS) with what is left. A part that fails says so in
+suite.json and the others still run. The run ends with the hours
 Table 2's training would take on one such device. Each result is written under --out the moment
 it exists, so a call cut at its limit returns what it took; a call returns at most 8 files.
 `--parts multi30k` (a later lend, after `pack --multi30k`) runs configs/multi30k_gpu.yaml.
@@ -34,11 +35,11 @@ import benchlib  # bench/, beside this script
 PROJECT = benchlib.PROJECT
 PACK = PROJECT / ".device"
 SHARED_DATA = Path(os.environ.get("AIAYN_SHARED_DATA", PROJECT.parent / "shared" / "data"))
-PARTS = ("preflight", "device", "train_base", "decode_base", "train_big", "extras", "multi30k")
+PARTS = ("device", "train_base", "decode_base", "train_big", "extras", "multi30k")
 ONE_CALL = PARTS[:-1]  # the default; Multi30k on the GPU is a command for a later lend
 # Seconds each may take at most; None: whatever the budget has left. The install and the capped
 # parts of ONE_CALL fit CALL_BUDGET_S together (a test checks).
-PART_CAPS_S = {"install": 40, "preflight": 25, "device": 10, "train_base": 55,
+PART_CAPS_S = {"install": 40, "device": 10, "train_base": 55,
                "decode_base": 110, "train_big": 55, "extras": None, "multi30k": None}  # fmt: skip
 CALL_BUDGET_S = 300  # of the device's 15 minutes a session: room for an A/B call after it
 CALL_TIMEOUT_S = CALL_BUDGET_S + 60  # the device call's timeout_s: the budget, then collecting
@@ -343,7 +344,6 @@ def part_runs(args) -> dict:
     naive trainer and profile; base with train.compile (whole model; never finished in 90 s)."""
     loss_size = ["--rows", 600, "--vocab", 3000, "--repeats", 1] if args.smoke else []
     return {
-        "preflight": lambda deadline: preflight_part(args, deadline),
         "device": lambda deadline: run_capped(python("gpu_suite.py", "measure-device", "--out",
             args.out / "device.json", *(["--smoke"] if args.smoke else [])), deadline, args.out),
         "train_base": lambda deadline: train_run(args, deadline, "base", HEADLINE_TRAINERS),
@@ -433,82 +433,18 @@ def summary(statuses: list[str]) -> str:
 # ------------------------------------------------------------------------- the parts in-process
 
 
-def preflight_part(args, deadline: float) -> str:
-    """`gpu_suite.py preflight` in its own process; its findings go into suite.json."""
-    record = args.out / "preflight.run.json"
-    status = run_capped(python("gpu_suite.py", "preflight", "--out", record), deadline, args.out)
-    if record.exists():
-        args.report["preflight"] = json.loads(record.read_text())
-        record.unlink()
-    return status
-
-
-def preflight(args) -> None:
-    """What works here, in well under a minute, before the parts spend the call: the packages,
-    one bf16 step of our trainer (DeepSpeed) on a tiny model, one batch of our beam search and
-    one of Marian's generate(). Each check records its error instead of stopping the others."""
+def measure_device(args) -> None:
+    """What the figures were taken on (the device, the packages the call runs on), and the
+    rates MFU can be measured against."""
     from importlib.metadata import PackageNotFoundError, version
 
-    import marian
-    import numpy as np
     import torch
-    import train_throughput
 
-    from aiayn.decode.settings import DecodeSettings
-    from aiayn.decode.translate import pick_device, translate
-    from aiayn.model import Transformer
-    from aiayn.model_config import build_config
-    from aiayn.train.engine import init_process
-
-    def versions():
-        found = {}
-        for name in ("torch", "deepspeed", "transformers", "sentencepiece", "sacrebleu", "numpy"):
-            try:
-                found[name] = version(name)
-            except PackageNotFoundError:
-                found[name] = None
-        return {"versions": found}
-
-    def train_step():
-        _, _, device = init_process()
-        corpus = train_throughput.synthetic_corpus(200, 500)
-        sizes = argparse.Namespace(tokens=1000, batch_tokens=1000, steps=1, warmup=0)
-        _, labels = train_throughput.ours(build_config(500, "tiny"), corpus, sizes, device)
-        return {"device": benchlib.device_name(device), **labels, "finite_loss": True}
-
-    sentences = [np.random.default_rng(0).integers(4, 500, n) for n in (5, 9, 13, 21)]
-
-    def model():
-        torch.manual_seed(0)
-        return Transformer(build_config(500, "tiny")).to(pick_device()).eval()
-
-    def decode_batch():
-        settings = DecodeSettings(beam=4, alpha=0.6, batch_tokens=1000)
-        return {"sentences": len(translate(model(), sentences, settings, desc="preflight")[0])}
-
-    def generate_batch():
-        if not marian.available():
-            raise ImportError("transformers is not installed")
-        peer = marian.marian_from_ours(model()).eval()
-        return {"sentences": len(marian.marian_generate(peer, sentences, 4, 1000)[0])}
-
-    checks: dict[str, dict] = {}
-    to_run = {"packages": versions, "train_step": train_step, "decode_batch": decode_batch,
-              "generate_batch": generate_batch}  # fmt: skip
-    for name, check in to_run.items():
-        began = time.perf_counter()
+    def installed(name: str) -> str | None:
         try:
-            checks[name] = {"ok": True, **check()}
-        except Exception as error:  # noqa: BLE001 - a check's failure is its finding
-            checks[name] = {"ok": False, "error": f"{type(error).__name__}: {error}"[:2000]}
-        checks[name]["seconds"] = round(time.perf_counter() - began, 1)
-        benchlib.write_json(args.out, {"checks": checks})
-        print(f"preflight {name}: {json.dumps(checks[name])}", flush=True)
-
-
-def measure_device(args) -> None:
-    """What the figures were taken on, and the rates MFU can be measured against."""
-    import torch
+            return version(name)
+        except PackageNotFoundError:
+            return None
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     size = 512 if args.smoke else 8192
@@ -524,6 +460,7 @@ def measure_device(args) -> None:
         "bench": "device",
         "device": benchlib.device_name(device),
         **benchlib.stamp(),
+        "packages": {name: installed(name) for name in ("torch", *CALL_PACKAGES, "numpy")},
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if cuda else None,
@@ -610,7 +547,7 @@ def collect(args) -> None:
         save(runs[0], "decode_speed-gpu.json")  # the decode_base part's run, quoted in docs
     found = source / "suite.json"
     suite = json.loads(found.read_text()) if found.exists() else {}
-    if set(suite.get("parts", {})) - {"multi30k"}:  # what ran; the preflight's findings
+    if set(suite.get("parts", {})) - {"multi30k"}:  # what ran, how long each part took
         save({"bench": "gpu_suite", **suite}, "suite-gpu.json")
     for name, target in (("decode", "decode_profile"), ("train", "train_profile")):
         if (source / f"{name}.prof.txt").exists() and (source / f"{name}.prof.txt").stat().st_size:
@@ -651,13 +588,11 @@ def main() -> None:
     collecting = commands.add_parser("collect", help="a device call's files into the project")
     collecting.add_argument("folder", type=Path)
     collecting.add_argument("--into", type=Path, default=PROJECT, help="(tests) another checkout")
-    for name in ("preflight", "measure-device"):  # parts of run, in their own processes
-        part = commands.add_parser(name)
-        part.add_argument("--out", type=Path, required=True)
-        part.add_argument("--smoke", action="store_true")
+    measuring = commands.add_parser("measure-device", help="(run's device part, in a process)")
+    measuring.add_argument("--out", type=Path, required=True)
+    measuring.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
-    commands = {"pack": pack, "run": run, "collect": collect, "preflight": preflight,
-                "measure-device": measure_device}  # fmt: skip
+    commands = {"pack": pack, "run": run, "collect": collect, "measure-device": measure_device}
     commands[args.command](args)
 
 

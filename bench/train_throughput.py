@@ -118,6 +118,13 @@ def binarized(corpus, vocab: int, folder: Path) -> tuple[str, str]:
     return prefixes
 
 
+def our_trainer(config, corpus, settings: TrainSettings, folder: Path) -> Trainer:
+    """The workflow's Trainer (no checkpoints, no evaluation) on `corpus` (the source and
+    target sentences as id arrays), binarized into `folder`."""
+    data = binarized(corpus, config.vocab_size, folder)
+    return Trainer(Experiment("bench", folder / "run", data, data, config, settings))
+
+
 def ours(
     config,
     corpus,
@@ -133,10 +140,8 @@ def ours(
     `loss_kernel`. With `profile_to`, the timed steps run under torch.profiler instead, and its
     table is appended there."""
     with tempfile.TemporaryDirectory() as folder:
-        data = binarized(corpus, config.vocab_size, Path(folder))
         settings = bench_settings(args, compile, precision, loss_kernel)
-        experiment = Experiment("bench", Path(folder) / "run", data, data, config, settings)
-        trainer = Trainer(experiment)
+        trainer = our_trainer(config, corpus, settings, Path(folder))
 
         def step():
             *_, tokens, _ = trainer.train_step(save_requested=False, budget_spent=False)
