@@ -170,6 +170,7 @@ TRAIN_RATIOS = {  # a train_throughput row's ratios: key -> (numerator, denomina
     "speedup": ("ours", "naive_fp32_nn_transformer"),
     "speedup_vs_hf": ("ours", "hf_marian"),
     "compile_speedup": ("ours_compiled", "ours"),
+    "compiled_layers_speedup": ("ours_compiled_layers", "ours"),
     "autocast_speedup": ("ours_bf16_autocast", "ours"),
     "compiled_loss_speedup": ("ours_compiled_loss", "ours"),
     "sliced_loss_speedup": ("ours_sliced_loss", "ours"),

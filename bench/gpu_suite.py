@@ -339,7 +339,9 @@ def decode_run(args, deadline, preset: str, *options, trained: bool = False) -> 
 
 def part_runs(args) -> dict:
     """The parts and the extras by name, each a function of its deadline. The extras, most
-    wanted first: our step's profile; the loss kernels against one whole log-softmax; the naive
+    wanted first: base with each layer compiled on its own (#46's compile by region, its
+    compile time in the warm-up's seconds); our step's profile; the loss kernels against one
+    whole log-softmax; the naive
     trainer; the naive decoder with the decoder's profile; the compiled decoder step; big's
     naive trainer and profile; base with train.compile (whole model; never finished in 90 s)."""
     loss_size = ["--rows", 600, "--vocab", 3000, "--repeats", 1] if args.smoke else []
@@ -352,6 +354,8 @@ def part_runs(args) -> dict:
         "train_big": lambda deadline: train_run(args, deadline, "big", HEADLINE_TRAINERS),
         "multi30k": lambda deadline: multi30k_part(args, deadline),
         # the extras
+        "compiled_layers": lambda deadline: train_run(args, deadline, "base",
+                                                      "ours_compiled_layers"),
         "train_profile": lambda deadline: train_run(args, deadline, "base", None, profile=True),
         "loss": lambda deadline: run_capped(python("loss_speed.py", *loss_size, "--out",
                                             args.out / "loss_speed.json"), deadline, args.out),

@@ -87,3 +87,32 @@ def test_train_throughput_counts_the_flops_of_real_tokens_only():
     for pad_to in (1, 8, 64):
         batch = collate(sources, targets, [0, 1], pad_to=pad_to)
         assert train_throughput.flops_per_step(config, [batch]) == expected
+
+
+@pytest.mark.workflow  # a real training in-process, compiling (about a minute on 2 cores)
+def test_layers_compiled_one_by_one_train_as_the_eager_model(tmp_path):
+    """The suite's compiled_layers A/B (#46: compile by region): each encoder and decoder layer
+    through torch.compile, in place inside our trainer's engine, computes the eager steps'
+    losses (without dropout, whose random numbers inductor draws differently)."""
+    import train_throughput
+    from torch._dynamo.utils import counters
+
+    from aiayn.train.engine import init_process
+    from aiayn.train.settings import TrainSettings
+
+    init_process()
+    config = build_config(500, "tiny", dropout=0.0)
+    corpus = train_throughput.synthetic_corpus(300, 500)
+    settings = TrainSettings(tokens_per_step=1000, tokens_per_batch=1250,
+                             checkpoint_every_minutes=None)  # fmt: skip
+    losses, graphs = {}, counters["stats"]["unique_graphs"]
+    for by_layer in (False, True):
+        (tmp_path / str(by_layer)).mkdir()
+        trainer = train_throughput.our_trainer(config, corpus, settings, tmp_path / str(by_layer))
+        if by_layer:
+            train_throughput.compile_layers(trainer.engine.module)
+        steps = [trainer.train_step(save_requested=False, budget_spent=False) for _ in range(3)]
+        losses[by_layer] = [loss for loss, *_ in steps]
+    assert counters["stats"]["unique_graphs"] > graphs  # the layers did compile
+    assert losses[True] == pytest.approx(losses[False], rel=1e-4)
+    assert len(set(losses[False])) == 3  # three steps on different batches
