@@ -171,6 +171,7 @@ TRAIN_RATIOS = {  # a train_throughput row's ratios: key -> (numerator, denomina
     "speedup_vs_hf": ("ours", "hf_marian"),
     "compile_speedup": ("ours_compiled", "ours"),
     "compiled_layers_speedup": ("ours_compiled_layers", "ours"),
+    "zero2_speedup": ("ours_zero2", "ours"),
     "autocast_speedup": ("ours_bf16_autocast", "ours"),
     "compiled_loss_speedup": ("ours_compiled_loss", "ours"),
     "sliced_loss_speedup": ("ours_sliced_loss", "ours"),

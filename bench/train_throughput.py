@@ -74,18 +74,11 @@ def flops_per_step(config, batches) -> float:
     return total
 
 
-def bench_settings(
-    args, compile: bool = False, precision: str = "auto", loss_kernel: str = "auto"
-) -> TrainSettings:
-    """The trainer's settings (seed, padding, ...) at the bench's batch size."""
-    return TrainSettings(
-        tokens_per_step=args.tokens,
-        tokens_per_batch=args.batch_tokens,
-        checkpoint_every_minutes=None,
-        compile=compile,
-        precision=precision,
-        loss_kernel=loss_kernel,
-    )
+def bench_settings(args, **changes) -> TrainSettings:
+    """The trainer's settings (seed, padding, ...) at the bench's batch size, with `changes`
+    (an A/B's train settings, e.g. zero_stage=2)."""
+    return TrainSettings(tokens_per_step=args.tokens, tokens_per_batch=args.batch_tokens,
+                         checkpoint_every_minutes=None, **changes)  # fmt: skip
 
 
 def batch_plan(corpus, args):
@@ -135,25 +128,14 @@ def compile_layers(model: Transformer) -> None:
         layer.compile()
 
 
-def ours(
-    config,
-    corpus,
-    args,
-    device,
-    compile=False,
-    precision="auto",
-    loss_kernel="auto",
-    by_layer=False,
-    profile_to: Path | None = None,
-):
-    """The trainer's own step (no checkpoints, no evaluation) on the corpus; with `compile`,
-    as `train.compile: true` runs it, with `by_layer` each layer compiled on its own, and
-    `loss_kernel` likewise. The warm-up steps pay for compiling: their seconds are recorded.
-    With `profile_to`, the timed steps run under torch.profiler instead, and its table is
-    appended there."""
+def ours(config, corpus, args, device, by_layer=False, profile_to: Path | None = None, **changes):
+    """The trainer's own step (no checkpoints, no evaluation) on the corpus, with the train
+    settings `changes` (`compile=True` as `train.compile: true` runs it) and with `by_layer`
+    each layer compiled on its own. The warm-up steps pay for compiling: their seconds are
+    recorded. With `profile_to`, the timed steps run under torch.profiler instead, and its
+    table is appended there."""
     with tempfile.TemporaryDirectory() as folder:
-        settings = bench_settings(args, compile, precision, loss_kernel)
-        trainer = our_trainer(config, corpus, settings, Path(folder))
+        trainer = our_trainer(config, corpus, bench_settings(args, **changes), Path(folder))
         if by_layer:
             compile_layers(trainer.engine.module)
 
@@ -300,6 +282,9 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
     "ours_compiled_loss": ("ours_compiled_loss", functools.partial(ours, loss_kernel="compiled")),
     # A/B of the optimizer path: fp32 weights, bf16 autocast, torch's fused Adam in one kernel
     "ours_autocast": ("ours_bf16_autocast", functools.partial(ours, precision="bf16-autocast")),
+    # and ZeRO 2's flat fp32 buffers (one norm, one Adam over them) for the bf16 optimizer's
+    # parameter-by-parameter tail (#46 item 1); it sums gradients in fp32 as ZeRO 1 does
+    "ours_zero2": ("ours_zero2", functools.partial(ours, zero_stage=2)),
 }
 
 

@@ -839,11 +839,11 @@ for number, batch in enumerate(batches, start=1):  # as train_step.Steps.step do
         engine.step()  # not yet the boundary: the gradient is still being summed
 grads = [safe_get_full_grad(p).float().flatten() for p in engine.module.parameters()]
 if trainer.rank == 0:
-    torch.save(torch.cat(grads), out)
+    torch.save({"gradient": torch.cat(grads), "optimizer": type(engine.optimizer).__name__}, out)
 """
 
 
-def gradient_of_one_step(root: Path, precision: str, summing: str, processes: int):
+def gradient_of_one_step(root: Path, precision: str, summing: str, processes: int, zero=1):
     """The summed gradient, before the optimizer steps, of 512 micro-batches of one sentence on
     each process (the same sentence: each micro-batch's gradient is small beside the running
     sum); normalised by the step's tokens, so it is the same for any number of processes."""
@@ -855,9 +855,10 @@ def gradient_of_one_step(root: Path, precision: str, summing: str, processes: in
         for side in ("src", "tgt"):
             write_indexed(data / side, [sentence] * copies, vocab_size=20)
     pair = (str(data / "src"), str(data / "tgt"))
-    name = f"{precision}_{summing}_{processes}"
+    name = f"{precision}_{summing}_{processes}_zero{zero}"
     spec = experiment(root / f"{name}.json", (pair, pair), tokens_per_step=copies * 11,
-                      tokens_per_batch=11, pad_to_multiple=1, precision=precision)  # fmt: skip
+                      tokens_per_batch=11, pad_to_multiple=1, precision=precision,
+                      zero_stage=zero)  # fmt: skip
     described = json.loads(spec.read_text())
     described["model"]["dropout"] = 0.0
     spec.write_text(json.dumps(described))
@@ -870,30 +871,34 @@ def gradient_of_one_step(root: Path, precision: str, summing: str, processes: in
         capture_output=True, text=True, timeout=600, cwd=root,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    return torch.load(out)
+    return torch.load(out)  # the gradient and the name of DeepSpeed's optimizer that summed it
 
 
 @pytest.fixture(scope="module")
 def fp32_gradient_of_one_step(tmp_path_factory):
-    return gradient_of_one_step(tmp_path_factory.mktemp("reference"), "fp32", "ours", 1)
+    return gradient_of_one_step(tmp_path_factory.mktemp("reference"), "fp32", "ours", 1)["gradient"]
 
 
 @pytest.mark.workflow
-@pytest.mark.parametrize("processes", [1, 2])
+@pytest.mark.parametrize(("processes", "zero"), [(1, 1), (2, 1), (2, 2)])
 def test_bf16_gradients_are_summed_in_fp32_over_many_micro_batches_and_processes(
-    tmp_path, processes, fp32_gradient_of_one_step
+    tmp_path, processes, zero, fp32_gradient_of_one_step
 ):
     """512 small gradients summed in bf16 lose a quarter of the sum (an addend below half the
     running sum's last bit rounds away); summed in fp32, over the micro-batches and over the
     processes, they match the fp32 run to bf16's compute error. The control (DeepSpeed's bf16
-    default) shows the test can fail."""
+    default) shows the test can fail. ZeRO 1 runs DeepSpeed's BF16_Optimizer; ZeRO 2 its
+    ZeRO optimizer over flat buffers, the A/B of #46 item 1, which must sum in fp32 too."""
     reference = fp32_gradient_of_one_step
 
-    def error(gradient):
+    def error(summed):
+        gradient = summed["gradient"]
         return ((gradient - reference).norm() / reference.norm()).item()
 
-    ours = error(gradient_of_one_step(tmp_path, "bf16", "ours", processes))
-    bf16_sums = error(gradient_of_one_step(tmp_path, "bf16", "bf16", processes))
+    ours = gradient_of_one_step(tmp_path, "bf16", "ours", processes, zero)
+    assert ours["optimizer"] == ("BF16_Optimizer" if zero == 1 else "DeepSpeedZeroOptimizer")
+    ours = error(ours)
+    bf16_sums = error(gradient_of_one_step(tmp_path, "bf16", "bf16", processes, zero))
     assert ours < 0.08 and bf16_sums > 0.2 and bf16_sums > 4 * ours, (ours, bf16_sums)
 
 
