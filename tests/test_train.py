@@ -693,12 +693,13 @@ trainer = Trainer(Experiment.from_json(sys.argv[1]))
 poisoned = {"now": False}
 weight = next(trainer.engine.module.parameters())
 weight.register_hook(lambda grad: grad * float("inf") if poisoned["now"] else grad)
-rates = []
+rates, losses = [], []
 for step in range(4):
     poisoned["now"] = step == 1  # the second step's gradients are not finite
-    trainer.train_step(save_requested=False, budget_spent=False)
+    losses.append(trainer.train_step(save_requested=False, budget_spent=False)[0])
     rates.append(trainer.engine.lr_scheduler.get_last_lr()[0])
-print(json.dumps({"state": trainer.state, "rates": rates}))
+optimizer = type(trainer.engine.optimizer).__name__
+print(json.dumps({"state": trainer.state, "rates": rates, "losses": losses, "optimizer": optimizer}))
 """
 
 
@@ -706,19 +707,29 @@ def test_a_step_with_non_finite_gradients_is_counted_and_the_schedule_waits(tmp_
     """bf16 gradients can overflow: DeepSpeed then skips the optimizer step and does not advance
     the learning-rate schedule. The step is counted (train.json's skipped_steps) and logged,
     so the schedule's lag behind the step count is never silent. The fault is real: a gradient
-    hook makes one step's gradients infinite inside the real engine."""
-    spec = experiment(tmp_path / "overflow.json", copy_data, precision="bf16", warmup_steps=50)
-    done = subprocess.run(
-        [sys.executable, "-c", NON_FINITE_STEP, str(spec)],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["state"]["step"] == 4 and result["state"]["skipped_steps"] == 1
-    first, skipped, third, fourth = result["rates"]
-    assert skipped == first < third < fourth  # warm-up: the schedule stood still for one step
-    assert "step 2: the gradients are not finite; the optimizer skipped the step" in done.stderr
-    assert "schedule stays at step 1 (1 skipped so far)" in done.stderr
+    hook makes one step's gradients infinite inside the real engine. ZeRO 2's optimizer over
+    flat buffers (#46 item 1's A/B) does the same, and its steps' losses are ZeRO 1's."""
+    runs = {}
+    for zero in (1, 2):
+        spec = experiment(tmp_path / f"overflow{zero}.json", copy_data, precision="bf16",
+                          warmup_steps=50, zero_stage=zero)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", NON_FINITE_STEP, str(spec)],
+            capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs[zero] = result = json.loads(done.stdout.strip().splitlines()[-1])
+        assert result["state"]["step"] == 4 and result["state"]["skipped_steps"] == 1
+        first, skipped, third, fourth = result["rates"]
+        assert skipped == first < third < fourth  # warm-up: the schedule stood still for one step
+        assert "step 2: the gradients are not finite; the optimizer skipped the step" in done.stderr
+        assert "schedule stays at step 1 (1 skipped so far)" in done.stderr
+    assert (runs[1]["optimizer"], runs[2]["optimizer"]) == (
+        "BF16_Optimizer",
+        "DeepSpeedZeroOptimizer",
+    )
+    assert runs[2]["losses"] == pytest.approx(runs[1]["losses"], rel=1e-3)
+    assert runs[2]["rates"] == runs[1]["rates"]
 
 
 def test_bf16_training_steps_through_deepspeed_and_saves_fp32_weights(tmp_path, copy_data):
