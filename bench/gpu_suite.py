@@ -9,9 +9,9 @@ The parts run in PARTS order, what matters first, each under its cap (PART_CAPS_
 fit the call's budget, so a call that started late still returns the headline figures): the
 device's packages and matmul rates, base's training step, base's decoding of newstest2014,
 big's step, then the extras by name (EXTRAS) with what is left. A part that fails says so in
-suite.json and the others still run. The run ends with the hours
-Table 2's training would take on one such device. Each result is written under --out the moment
-it exists, so a call cut at its limit returns what it took; a call returns at most 8 files.
+suite.json and the others still run. The run ends with the hours Table 2's training would take
+on one such device. Each result is written under --out the moment it exists, so a call cut at
+its limit returns what it took; a call returns at most 8 files.
 `--parts multi30k` (a later lend, after `pack --multi30k`) runs configs/multi30k_gpu.yaml.
 """
 
@@ -342,9 +342,9 @@ def part_runs(args) -> dict:
     """The parts and the extras by name, each a function of its deadline. The extras, most
     wanted first: base with each layer compiled on its own (#46's compile by region, its
     compile time in the warm-up's seconds); our step's profile; the loss kernels against one
-    whole log-softmax; the naive
-    trainer; the naive decoder with the decoder's profile; the compiled decoder step; big's
-    naive trainer and profile; base with train.compile (whole model; never finished in 90 s)."""
+    whole log-softmax; the naive trainer; the naive decoder with the decoder's profile; the
+    compiled decoder step; big's naive trainer and profile; base with train.compile (whole
+    model; never finished in 90 s)."""
     loss_size = ["--rows", 600, "--vocab", 3000, "--repeats", 1] if args.smoke else []
     return {
         "device": lambda deadline: run_capped(python("gpu_suite.py", "measure-device", "--out",
