@@ -15,8 +15,19 @@ cpus=$(nproc --all)
 memory_mb=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024))
 
 if scontrol ping 2> /dev/null | grep -q "is UP"; then
-    echo "SLURM is already up (tests/slurm/down.sh stops it)"
-    exit 0
+    if pgrep -x slurmd > /dev/null; then
+        echo "SLURM is already up (tests/slurm/down.sh stops it)"
+        exit 0
+    fi
+    # A controller without its node daemon (left by a run that stopped only half the cluster)
+    # answers every ping while every job pends forever: stop it and start the cluster afresh.
+    echo "slurmctld is up but slurmd is not: starting SLURM afresh" >&2
+    pkill -x slurmctld || true
+    for _ in $(seq 1 40); do
+        pgrep -x slurmctld > /dev/null || break
+        sleep 0.25
+    done
+    pkill -9 -x slurmctld || true
 fi
 
 mkdir -p "$state"/{ctld,d,log,run} "$conf_dir"
