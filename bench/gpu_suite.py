@@ -60,6 +60,9 @@ DATA_FILES = {  # .device/data/<name>: ../shared/data/<path>
     "newstest2014.en-de.en": "wmt14_newstest/full/newstest2014.en-de.en",
     "newstest2014.en-de.de": "wmt14_newstest/full/newstest2014.en-de.de",
     "newstest2014-filtered.tok.de": "wmt14_newstest/filtered/newstest2014-filtered.tok.de",
+    # decode_base's training stops by its outputs' length on newstest2013 (the paper's dev set)
+    "newstest2013.en": "wmt14_newstest/dev/newstest2013.en",
+    "newstest2013.de": "wmt14_newstest/dev/newstest2013.de",
     # 10000 WMT pairs: decode_base trains base on them first, so that its model stops
     "wmt_sample/src-train.txt": "opennmt_toy_ende/src-train.txt",
     "wmt_sample/tgt-train.txt": "opennmt_toy_ende/tgt-train.txt",
@@ -306,11 +309,14 @@ def merge_train_record(path: Path, new: dict) -> None:
     benchlib.write_json(path, merged)
 
 
-# decode_base's model: base trained on the WMT sample first (about 20 epochs of its 10000 pairs;
-# 25 s on an H200), so that it emits EOS where a translation ends, as a random model does not
-DECODE_TRAINING = ["--train-steps", 500, "--train-tokens", 12500, "--vocab", 8000]
+# decode_base's model: base trained on the WMT sample first, so that it emits EOS where a
+# translation ends, as a random model does not: at most 2000 steps of 8000 target tokens or 45 s,
+# stopping once its newstest2013 outputs are 0.8-1.25 times the references' length
+DECODE_TRAINING = ["--train-steps", 2000, "--train-tokens", 8000, "--train-seconds", 45,
+                   "--train-peak-lr", 1e-3, "--dev-every", 150, "--vocab", 8000]  # fmt: skip
 SMOKE_DECODE = ["--preset", "tiny", "--sentences", 12, "--vocab", 1000, "--batch-tokens", 400]
-SMOKE_DECODE_TRAINING = ["--train-steps", 3, "--train-tokens", 1000]
+SMOKE_DECODE_TRAINING = ["--train-steps", 3, "--train-tokens", 1000, "--train-warmup", 1,
+                         "--dev-every", 2, "--dev-sentences", 4]  # fmt: skip
 
 
 def decode_run(args, deadline, preset: str, *options, trained: bool = False) -> str:
@@ -324,7 +330,8 @@ def decode_run(args, deadline, preset: str, *options, trained: bool = False) -> 
     if trained:
         command += ["--train-source", data_file("wmt_sample/src-train.txt"), "--train-target",
                     data_file("wmt_sample/tgt-train.txt"), "--reference",
-                    data_file("newstest2014.en-de.de"),
+                    data_file("newstest2014.en-de.de"), "--dev-source",
+                    data_file("newstest2013.en"), "--dev-reference", data_file("newstest2013.de"),
                     *(SMOKE_DECODE_TRAINING if args.smoke else DECODE_TRAINING)]  # fmt: skip
     if "--profile" not in options:
         command.append("--no-naive")

@@ -68,8 +68,14 @@ def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
     assert decode[0]["hf_marian_generate"]["seconds"] > 0
     assert decode[0]["ancestry_same_translations"] == 1.0  # decode_base's cache A/B, in fp32
     # decode_base times a model our trainer trained first, and how long its outputs are
-    assert decode[0]["model"].startswith("tiny trained 3 steps of 1000 target tokens on src-train")
+    assert decode[0]["model"].startswith("tiny trained on src-train.txt, 1000 target tokens a step")
     assert decode[0]["ours_cached"]["output_to_reference_length"] >= 0
+    training = decode[0]["training"]  # checked on newstest2013 at steps 2 and 3, or stopped at 2
+    assert training["dev"][0]["step"] == 2 and training["dev"][0]["length_ratio"] > 0
+    assert training["dev"][-1]["step"] == training["steps"] and training["first_loss"] > 0
+    last_ratio = training["dev"][-1]["length_ratio"]
+    assert (training["stopped_by"] == "dev length") == (0.8 <= last_ratio <= 1.25)
+    assert training["steps"] == 3 or training["stopped_by"] == "dev length"
     assert decode[1]["model"].startswith("tiny (random initialisation")
     assert decode[1]["same_translations"] == 1.0 and decode[1]["speedup"] > 0
     assert "aten::" in (out / "decode.prof.txt").read_text()
