@@ -583,6 +583,24 @@ def test_readme_benchmark_tables_are_the_committed_figures():
         in readme
     )
     assert f"({decode['compiled_speedup']}x)" in readme
+    # the fifth lend: ZeRO 2 and the layers compiled, then flat bf16 gradients (#46 item 1)
+    for name, ab in (("lend5", "ours_zero2"), ("lend5_ab", "ours_flat_grads")):
+        for row in json.loads((results / f"train_throughput_{name}-gpu.json").read_text())[
+            "results"
+        ]:
+            for key in ("ours", ab):
+                figures = row[key]
+                assert f"{figures['target_tokens_per_s']:,} tokens/s, MFU {figures['mfu']:.1%}" in (
+                    readme
+                ), (name, row["preset"], key)
+            ratio = row["zero2_speedup" if name == "lend5" else "flat_grads_speedup"]
+            assert f"| {ratio}x |" in readme
+    suite = json.loads((results / "suite_lend5_ab-gpu.json").read_text())
+    hours = suite["projected_hours_one_device"]
+    assert f"base {hours['base']} h, big {hours['big']} h" in readme
+    assert f"in {hours['table2_en_de']} h on one H200" in readme
+    decode = json.loads((results / "decode_speed_lend5_ab-gpu.json").read_text())
+    assert f"ran {decode['ours_cached']['output_to_reference_length']} times" in readme
 
 
 def decode_row(figures: dict) -> str:
