@@ -107,12 +107,20 @@ def synchronize(device) -> None:
         torch.cuda.synchronize()
 
 
+def warm_up(step: Callable[[], object], calls: int, device) -> float:
+    """Seconds of `calls` untimed calls of `step()` (which pay for compiling and caches), the
+    device's queue drained after them."""
+    began = time.perf_counter()
+    for _ in range(calls):
+        step()
+    synchronize(device)
+    return time.perf_counter() - began
+
+
 def measure(step: Callable[[], int], steps: int, warmup: int, device) -> float:
     """Units per second of `step()` (which returns how many it did) over `steps` timed calls
     after `warmup` untimed ones, the device's queue drained on both sides."""
-    for _ in range(warmup):
-        step()
-    synchronize(device)
+    warm_up(step, warmup, device)
     start, done = time.perf_counter(), 0
     for _ in range(steps):
         done += step()

@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import math
 import tempfile
-import time
 from pathlib import Path
 
 import benchlib
@@ -186,12 +185,9 @@ def ours(config, corpus, args, device, by_layer=False, flat_grads=False,
 
         if profile_to is not None:
             return append_profile(step, config, args, device, profile_to)
-        began = time.perf_counter()
-        for _ in range(args.warmup):
-            step()
-        benchlib.synchronize(device)
+        warmup_seconds = benchlib.warm_up(step, args.warmup, device)
         labels = {"precision": trainer.precision, "loss_kernel": trainer.steps.loss_kernel,
-                  "warmup_seconds": round(time.perf_counter() - began, 1),
+                  "warmup_seconds": round(warmup_seconds, 1),
                   **({"flat_grads": True} if flat_grads else {})}  # fmt: skip
         return measure(step, args.steps, 0, device), labels
 

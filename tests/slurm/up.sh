@@ -22,12 +22,7 @@ if scontrol ping 2> /dev/null | grep -q "is UP"; then
     # A controller without its node daemon (left by a run that stopped only half the cluster)
     # answers every ping while every job pends forever: stop it and start the cluster afresh.
     echo "slurmctld is up but slurmd is not: starting SLURM afresh" >&2
-    pkill -x slurmctld || true
-    for _ in $(seq 1 40); do
-        pgrep -x slurmctld > /dev/null || break
-        sleep 0.25
-    done
-    pkill -9 -x slurmctld || true
+    "$(dirname "$0")/down.sh" > /dev/null
 fi
 
 mkdir -p "$state"/{ctld,d,log,run} "$conf_dir"
