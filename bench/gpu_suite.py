@@ -273,9 +273,9 @@ SMOKE_TRAIN = ["--presets", "tiny", "--tokens", 1000, "--vocab", 500, "--steps",
                "--pairs", 500]  # fmt: skip
 SMOKE_TRAIN_SIZES = {"base": [*SMOKE_TRAIN, "--batch-tokens", 1000],
                      "big": [*SMOKE_TRAIN, "--batch-tokens", 500]}  # fmt: skip
-# ours (on CUDA, DeepSpeed's bf16 optimizer with ZeRO 1, the loss through torch.compile); its
-# A/B, flat bf16 gradients (#46 item 1; ZeRO 2 was 0.51x on an H200); HF Marian
-HEADLINE_TRAINERS = "ours,ours_flat_grads,hf"
+# ours (on CUDA, DeepSpeed's bf16 optimizer with ZeRO 1 and flat bf16 gradients, the loss through
+# torch.compile); its A/B, the optimizer's own gradients parameter by parameter; HF Marian
+HEADLINE_TRAINERS = "ours,ours_per_parameter_grads,hf"
 
 
 def train_run(args, deadline, preset: str, trainers: str | None, profile=False) -> str:

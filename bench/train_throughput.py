@@ -127,57 +127,16 @@ def compile_layers(model: Transformer) -> None:
         layer.compile()
 
 
-def flat_bf16_gradients(optimizer) -> None:
-    """DeepSpeed's BF16_Optimizer with the bf16 gradients in one flat buffer per parameter
-    group, laid out as its fp32 gradient buffer (#46 item 1's A/B). Summing a micro-batch into
-    fp32 and the gradient norm then take one kernel each, where the optimizer as shipped runs a
-    cast and an add, then a norm, for each of base's 253 parameters, with their Python. The
-    same sums in the same order: the steps match the shipped optimizer's (a CPU test)."""
-    flats = [torch.zeros_like(flat) for flat in optimizer.bf16_groups_flat]
-    views = []
-    for index, (group, flat) in enumerate(zip(optimizer.bf16_groups, flats, strict=True)):
-        pieces = optimizer._split_flat_tensor(flat, [param.numel() for param in group])
-        views += [(p, piece.view(p.shape)) for p, piece in zip(group, pieces, strict=True)]
-        for param, fp32 in zip(group, optimizer.fp32_groups_gradients[index], strict=True):
-            param._hp_grad = fp32  # where DeepSpeed's safe_get_full_grad reads it
-
-    def clear_lp_grads(set_to_none: bool = False) -> None:
-        for flat in flats:
-            flat.zero_()
-        for param, view in views:  # autograd then sums into the views, in place
-            param.grad = view
-
-    @torch.no_grad()
-    def update_hp_grads(clear_lp_grads: bool = False) -> None:
-        for index, flat in enumerate(flats):
-            optimizer.fp32_groups_gradients_flat[index].add_(flat)
-            optimizer.fp32_groups_has_gradients[index] = [True] * len(optimizer.bf16_groups[index])
-            if clear_lp_grads:
-                flat.zero_()
-
-    def get_grads_for_norm(for_clipping: bool = False):
-        grads = list(optimizer.fp32_groups_actual_gradients_flat)
-        return grads if for_clipping else (grads, {})
-
-    optimizer.clear_lp_grads, optimizer.update_hp_grads = clear_lp_grads, update_hp_grads
-    optimizer.get_grads_for_norm = get_grads_for_norm
-    clear_lp_grads()
-
-
-def ours(config, corpus, args, device, by_layer=False, flat_grads=False,
-         profile_to: Path | None = None, **changes):  # fmt: skip
+def ours(config, corpus, args, device, by_layer=False, profile_to: Path | None = None, **changes):
     """The trainer's own step (no checkpoints, no evaluation) on the corpus, with the train
-    settings `changes` (`compile=True` as `train.compile: true` runs it), with `by_layer`
-    each layer compiled on its own, with `flat_grads` flat_bf16_gradients. The warm-up steps
-    pay for compiling: their seconds are recorded. With `profile_to`, the timed steps run
-    under torch.profiler instead, and its table is appended there."""
+    settings `changes` (`compile=True` as `train.compile: true` runs it) and with `by_layer`
+    each layer compiled on its own. The warm-up steps pay for compiling: their seconds are
+    recorded. With `profile_to`, the timed steps run under torch.profiler instead, and its
+    table is appended there."""
     with tempfile.TemporaryDirectory() as folder:
         trainer = our_trainer(config, corpus, bench_settings(args, **changes), Path(folder))
         if by_layer:
             compile_layers(trainer.engine.module)
-        flat_grads = flat_grads and type(trainer.engine.optimizer).__name__ == "BF16_Optimizer"
-        if flat_grads:  # bf16 weights only (on a CPU without bf16, ours unchanged)
-            flat_bf16_gradients(trainer.engine.optimizer)
 
         def step():
             *_, tokens, _ = trainer.train_step(save_requested=False, budget_spent=False)
@@ -187,8 +146,7 @@ def ours(config, corpus, args, device, by_layer=False, flat_grads=False,
             return append_profile(step, config, args, device, profile_to)
         warmup_seconds = benchlib.warm_up(step, args.warmup, device)
         labels = {"precision": trainer.precision, "loss_kernel": trainer.steps.loss_kernel,
-                  "warmup_seconds": round(warmup_seconds, 1),
-                  **({"flat_grads": True} if flat_grads else {})}  # fmt: skip
+                  "warmup_seconds": round(warmup_seconds, 1)}  # fmt: skip
         return measure(step, args.steps, 0, device), labels
 
 
@@ -324,9 +282,10 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
     # parameter-by-parameter tail (#46 item 1); it sums gradients in fp32 as ZeRO 1 does, but
     # ran at 0.51x (base) and 0.58x (big) on an H200
     "ours_zero2": ("ours_zero2", functools.partial(ours, zero_stage=2)),
-    # or ZeRO 1's bf16 optimizer with flat bf16 gradients: one add and one norm a step (1.09x
-    # and 1.08x on an H200)
-    "ours_flat_grads": ("ours_flat_grads", functools.partial(ours, flat_grads=True)),
+    # ours' flat bf16 gradients (train.flat_gradients) against DeepSpeed's bf16 optimizer as
+    # shipped, parameter by parameter (1.09x and 1.08x for flat on an H200)
+    "ours_per_parameter_grads": ("ours_per_parameter_grads",
+                                 functools.partial(ours, flat_gradients=False)),  # fmt: skip
 }
 
 

@@ -117,38 +117,3 @@ def test_layers_compiled_one_by_one_train_as_the_eager_model(tmp_path):
     assert counters["stats"]["unique_graphs"] > graphs  # the layers did compile
     assert losses[True] == pytest.approx(losses[False], rel=1e-4)
     assert len(set(losses[False])) == 3  # three steps on different batches
-
-
-@pytest.mark.workflow  # a real bf16 training in-process (about 15 s on 2 cores)
-def test_flat_bf16_gradients_step_as_deepspeeds_bf16_optimizer(tmp_path):
-    """The suite's flat_grads A/B (#46 item 1): the bf16 gradients in one flat buffer, summed
-    into fp32 by one add and normed once, give the shipped optimizer's steps exactly (the same
-    sums in the same order), over steps of two micro-batches."""
-    import train_throughput
-
-    from aiayn.train.engine import init_process
-    from aiayn.train.settings import TrainSettings
-
-    init_process()
-    config = build_config(500, "tiny")
-    rng = np.random.default_rng(0)
-    corpus = [list(rng.integers(4, 500, (300, 9))) for _ in range(2)]
-    settings = TrainSettings(tokens_per_step=1000, tokens_per_batch=625, precision="bf16",
-                             checkpoint_every_minutes=None)  # fmt: skip
-    losses, weights = {}, {}
-    for flat in (False, True):
-        (tmp_path / str(flat)).mkdir()
-        trainer = train_throughput.our_trainer(config, corpus, settings, tmp_path / str(flat))
-        optimizer = trainer.engine.optimizer
-        assert type(optimizer).__name__ == "BF16_Optimizer"
-        if flat:
-            train_throughput.flat_bf16_gradients(optimizer)
-        steps = [trainer.train_step(save_requested=False, budget_spent=False) for _ in range(3)]
-        losses[flat] = [loss for loss, *_ in steps]
-        weights[flat] = optimizer.fp32_groups_flat_partition[0].detach().clone()
-        grads = [p.grad for p in optimizer.bf16_groups[0]]
-        flat_grads = all(g is not None and g._base is not None for g in grads)
-        assert flat_grads == flat  # the gradients lived in the flat buffer, or not
-    assert trainer.steps.accumulation == 2  # two micro-batches summed into each step
-    assert losses[True] == losses[False] and len(set(losses[False])) == 3
-    assert torch.equal(weights[True], weights[False])

@@ -733,6 +733,33 @@ def test_a_step_with_non_finite_gradients_is_counted_and_the_schedule_waits(tmp_
     assert runs[2]["rates"] == runs[1]["rates"]
 
 
+def test_flat_bf16_gradients_step_exactly_as_deepspeeds_own(tmp_path, copy_data):
+    """train.flat_gradients (#46 item 1): the bf16 gradients in one flat buffer, summed into
+    fp32 by one add and normed once, give DeepSpeed's bf16 optimizer's own steps exactly (the
+    same sums in the same order), over steps of two micro-batches. 2 processes: the bf16-sum
+    test below."""
+    from aiayn.train.engine import init_process
+    from aiayn.train.settings import Experiment
+    from aiayn.train.trainer import Trainer
+
+    init_process()
+    losses, weights = {}, {}
+    for flat in (False, True):
+        spec = experiment(tmp_path / f"flat{flat}.json", copy_data, precision="bf16",
+                          tokens_per_batch=300, flat_gradients=flat)  # fmt: skip
+        trainer = Trainer(Experiment.from_json(spec))
+        optimizer = trainer.engine.optimizer
+        assert type(optimizer).__name__ == "BF16_Optimizer" and trainer.accumulation == 2
+        steps = [trainer.train_step(save_requested=False, budget_spent=False) for _ in range(3)]
+        losses[flat] = [loss for loss, *_ in steps]
+        weights[flat] = optimizer.fp32_groups_flat_partition[0].detach().clone()
+        in_one_buffer = all(p.grad is not None and p.grad._base is not None
+                            for p in optimizer.bf16_groups[0])  # fmt: skip
+        assert in_one_buffer == flat
+    assert losses[True] == losses[False] and len(set(losses[False])) == 3
+    assert torch.equal(weights[True], weights[False])
+
+
 def test_bf16_training_steps_through_deepspeed_and_saves_fp32_weights(tmp_path, copy_data):
     """The GPU default (bf16, ZeRO 1) on a CPU: DeepSpeed casts parameters, not buffers, which
     once crashed the first layer on every GPU. Gradients are summed in fp32, and the weights
@@ -855,7 +882,9 @@ if trainer.rank == 0:
 """
 
 
-def gradient_of_one_step(root: Path, precision: str, summing: str, processes: int, zero=1):
+def gradient_of_one_step(
+    root: Path, precision: str, summing: str, processes: int, zero=1, flat=True
+):
     """The summed gradient, before the optimizer steps, of 512 micro-batches of one sentence on
     each process (the same sentence: each micro-batch's gradient is small beside the running
     sum); normalised by the step's tokens, so it is the same for any number of processes."""
@@ -867,10 +896,10 @@ def gradient_of_one_step(root: Path, precision: str, summing: str, processes: in
         for side in ("src", "tgt"):
             write_indexed(data / side, [sentence] * copies, vocab_size=20)
     pair = (str(data / "src"), str(data / "tgt"))
-    name = f"{precision}_{summing}_{processes}_zero{zero}"
+    name = f"{precision}_{summing}_{processes}_zero{zero}_flat{flat}"
     spec = experiment(root / f"{name}.json", (pair, pair), tokens_per_step=copies * 11,
                       tokens_per_batch=11, pad_to_multiple=1, precision=precision,
-                      zero_stage=zero)  # fmt: skip
+                      zero_stage=zero, flat_gradients=flat)  # fmt: skip
     described = json.loads(spec.read_text())
     described["model"]["dropout"] = 0.0
     spec.write_text(json.dumps(described))
@@ -909,6 +938,9 @@ def test_bf16_gradients_are_summed_in_fp32_over_many_micro_batches_and_processes
 
     ours = gradient_of_one_step(tmp_path, "bf16", "ours", processes, zero)
     assert ours["optimizer"] == BF16_OPTIMIZER_OF_ZERO_STAGE[zero]
+    if zero == 1:  # train.flat_gradients against the optimizer's own sums, bit for bit
+        shipped = gradient_of_one_step(tmp_path, "bf16", "ours", processes, zero, flat=False)
+        assert torch.equal(shipped["gradient"], ours["gradient"])
     ours = error(ours)
     bf16_sums = error(gradient_of_one_step(tmp_path, "bf16", "bf16", processes, zero))
     assert ours < 0.08 and bf16_sums > 0.2 and bf16_sums > 4 * ours, (ours, bf16_sums)

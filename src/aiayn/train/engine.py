@@ -16,6 +16,7 @@ import torch
 
 from aiayn.errors import InputError
 from aiayn.model import Transformer
+from aiayn.train.flat_gradients import flatten_bf16_gradients
 from aiayn.train.schedule import lr_lambda
 from aiayn.train.settings import TrainSettings
 
@@ -185,6 +186,8 @@ def deepspeed_engine(
         config=config,
         lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule),
     )
+    if settings.flat_gradients:
+        flatten_bf16_gradients(engine.optimizer)
     return engine
 
 
