@@ -284,8 +284,10 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
     "ours_zero2": ("ours_zero2", functools.partial(ours, zero_stage=2)),
     # ours' flat bf16 gradients (train.flat_gradients) against DeepSpeed's bf16 optimizer as
     # shipped, parameter by parameter (1.09x and 1.08x for flat on an H200)
-    "ours_per_parameter_grads": ("ours_per_parameter_grads",
-                                 functools.partial(ours, flat_gradients=False)),  # fmt: skip
+    "ours_per_parameter_grads": (
+        "ours_per_parameter_grads",
+        functools.partial(ours, flat_gradients=False),
+    ),
 }
 
 
