@@ -12,11 +12,11 @@ first run on a GPU also pays its warm-up) and keep their fastest; the naive deco
 slower, runs once. The model is a trained weights file (--weights with its --subword model), the
 preset trained here by our trainer on a parallel corpus (--train-source, --train-target; its BPE
 learned on them) until its dev outputs stop where translations end (see trained()), or a
-randomly initialised preset with a BPE model
-trained on the source (a random model rarely emits EOS, so most outputs run to the maximum
-length: a worst case). With --reference, the output's length over the reference's (13a tokens)
-and its sacreBLEU are recorded beside the seconds: a model that stops where a translation ends
-gives about 1. Prints one JSON line; --save writes it under bench/results/.
+randomly initialised preset with a BPE model trained on the source (a random model rarely emits
+EOS, so most outputs run to the maximum length: a worst case). With --reference, the output's
+length over the reference's (13a tokens) and its sacreBLEU are recorded beside the seconds: a
+model that stops where a translation ends gives about 1. Prints one JSON line; --save writes it
+under bench/results/.
 
     python bench/decode_speed.py                                   # base, all 3003 sentences
     python bench/decode_speed.py --preset tiny --sentences 100     # CPU-sized
