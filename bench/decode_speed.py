@@ -94,11 +94,15 @@ def trained(config, processor, args, workdir: Path) -> tuple[Transformer, dict]:
                              checkpoint_every_minutes=None)  # fmt: skip
     trainer = train_throughput.our_trainer(config, corpus, settings, workdir)
     began, losses, dev, stopped_by = time.perf_counter(), [], [], "steps"
+    if args.dev_source:  # encoded once, translated at every check
+        lines = args.dev_source.read_text(encoding="utf-8").splitlines()[: args.dev_sentences]
+        dev_sentences = [np.array(processor.encode(line)) for line in lines]
     for step in range(1, args.train_steps + 1):
         loss, _, tokens, _ = trainer.train_step(save_requested=False, budget_spent=False)
         losses.append(loss / tokens)  # label-smoothed, per target token
         if args.dev_source and (step % args.dev_every == 0 or step == args.train_steps):
-            ratio = dev_length_ratio(fp32_copy(trainer, config), processor, args)
+            model = fp32_copy(trainer, config)
+            ratio = dev_length_ratio(model, dev_sentences, processor, args)
             dev.append({"step": step, "loss": round(losses[-1], 3), "length_ratio": ratio})
             if 0.8 <= ratio <= 1.25:
                 stopped_by = "dev length"
@@ -110,7 +114,7 @@ def trained(config, processor, args, workdir: Path) -> tuple[Transformer, dict]:
                 "peak_lr": args.train_peak_lr, "first_loss": round(losses[0], 3),
                 "last_loss": round(losses[-1], 3), "dev": dev,
                 "seconds": round(time.perf_counter() - began, 1)}  # fmt: skip
-    return fp32_copy(trainer, config).cpu(), training
+    return fp32_copy(trainer, config), training
 
 
 def fp32_copy(trainer, config) -> Transformer:
@@ -121,12 +125,14 @@ def fp32_copy(trainer, config) -> Transformer:
     return model.eval()
 
 
-def dev_length_ratio(model, processor, args) -> float:
+def search_settings(args) -> DecodeSettings:
+    """The beam search timed, and the one the dev checks use."""
+    return DecodeSettings(beam=args.beam, alpha=0.6, batch_tokens=args.batch_tokens)
+
+
+def dev_length_ratio(model, sentences, processor, args) -> float:
     """Output over reference length (13a tokens) on the first --dev-sentences of the dev set."""
-    lines = args.dev_source.read_text(encoding="utf-8").splitlines()[: args.dev_sentences]
-    sentences = [np.array(processor.encode(line)) for line in lines]
-    settings = DecodeSettings(beam=args.beam, alpha=0.6, batch_tokens=args.batch_tokens)
-    hypotheses, _ = translate(model, sentences, settings, desc="dev")
+    hypotheses, _ = translate(model, sentences, search_settings(args), desc="dev")
     return length_figures(hypotheses, processor, args.dev_reference)["output_to_reference_length"]
 
 
@@ -320,7 +326,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as workdir:
         model, processor, training = model_and_subword(args, device, Path(workdir))
     sentences = [np.array(processor.encode(line)) for line in lines]
-    settings = DecodeSettings(beam=args.beam, alpha=0.6, batch_tokens=args.batch_tokens)
+    settings = search_settings(args)
     peer_model = None
     if marian.available() and not args.no_peer:
         peer_model = marian.marian_from_ours(model).eval()
