@@ -749,7 +749,10 @@ def test_flat_bf16_gradients_step_exactly_as_deepspeeds_own(tmp_path, copy_data)
                           tokens_per_batch=300, flat_gradients=flat)  # fmt: skip
         trainer = Trainer(Experiment.from_json(spec))
         optimizer = trainer.engine.optimizer
-        assert type(optimizer).__name__ == BF16_OPTIMIZER_OF_ZERO_STAGE[1] and trainer.accumulation == 2
+        assert (
+            type(optimizer).__name__ == BF16_OPTIMIZER_OF_ZERO_STAGE[1]
+            and trainer.accumulation == 2
+        )
         steps = [trainer.train_step(save_requested=False, budget_spent=False) for _ in range(3)]
         losses[flat] = [loss for loss, *_ in steps]
         weights[flat] = optimizer.fp32_groups_flat_partition[0].detach().clone()
