@@ -21,6 +21,7 @@ after every trainer, so a run stopped at a time limit keeps what it measured. Pr
     python bench/train_throughput.py --profile train.prof.txt   # and where our step's time goes
     python bench/train_throughput.py --trainers ours_sliced_loss,ours_compiled_loss  # loss A/B
     python bench/train_throughput.py --presets base --trainers ours,hf --rounds 1   # some only
+    python bench/train_throughput.py --trainers ours,ours_device_step  # no waits for the device
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 import benchlib
+import device_step
 import marian
 import numpy as np
 import torch
@@ -74,10 +76,11 @@ def flops_per_step(config, batches) -> float:
 
 
 def bench_settings(args, **changes) -> TrainSettings:
-    """The trainer's settings (seed, padding, ...) at the bench's batch size, with `changes`
-    (an A/B's train settings, e.g. zero_stage=2)."""
+    """The trainer's settings (seed, padding, ...) at the bench's batch size and --precision,
+    with `changes` (an A/B's train settings, e.g. zero_stage=2)."""
+    precision = {"precision": args.precision} if getattr(args, "precision", None) else {}
     return TrainSettings(tokens_per_step=args.tokens, tokens_per_batch=args.batch_tokens,
-                         checkpoint_every_minutes=None, **changes)  # fmt: skip
+                         checkpoint_every_minutes=None, **precision | changes)  # fmt: skip
 
 
 def batch_plan(corpus, args):
@@ -127,14 +130,17 @@ def compile_layers(model: Transformer) -> None:
         layer.compile()
 
 
-def ours(config, corpus, args, device, by_layer=False, profile_to: Path | None = None, **changes):
+def ours(config, corpus, args, device, by_layer=False, without_waits=False,
+         profile_to: Path | None = None, **changes):  # fmt: skip
     """The trainer's own step (no checkpoints, no evaluation) on the corpus, with the train
-    settings `changes` (`compile=True` as `train.compile: true` runs it) and with `by_layer`
-    each layer compiled on its own. The warm-up steps pay for compiling: their seconds are
-    recorded. With `profile_to`, the timed steps run under torch.profiler instead, and its
-    table is appended there."""
+    settings `changes` (`compile=True` as `train.compile: true` runs it), with `by_layer` each
+    layer compiled on its own, with `without_waits` the step that never waits for the device
+    (bench/device_step.py). The warm-up steps pay for compiling: their seconds are recorded.
+    With `profile_to`, the timed steps run under torch.profiler instead, and its table is
+    appended there."""
     with tempfile.TemporaryDirectory() as folder:
-        trainer = our_trainer(config, corpus, bench_settings(args, **changes), Path(folder))
+        settings = bench_settings(args, **changes)
+        trainer = our_trainer(config, corpus, settings, Path(folder))
         if by_layer:
             compile_layers(trainer.engine.module)
 
@@ -142,12 +148,20 @@ def ours(config, corpus, args, device, by_layer=False, profile_to: Path | None =
             *_, tokens, _ = trainer.train_step(save_requested=False, budget_spent=False)
             return tokens
 
+        if without_waits:
+            schedule, sums = device_step.install(trainer.engine, settings, config.d_model), []
+            if isinstance(schedule, str):
+                return schedule
+            step = lambda: device_step.train_step(trainer.steps, sums)  # noqa: E731
         if profile_to is not None:
             return append_profile(step, config, args, device, profile_to)
         warmup_seconds = benchlib.warm_up(step, args.warmup, device)
         labels = {"precision": trainer.precision, "loss_kernel": trainer.steps.loss_kernel,
                   "warmup_seconds": round(warmup_seconds, 1)}  # fmt: skip
-        return measure(step, args.steps, 0, device), labels
+        tokens_per_s = measure(step, args.steps, 0, device)
+        if without_waits:  # read once, at the end
+            labels["skipped_steps"] = int(schedule.skipped)
+        return tokens_per_s, labels
 
 
 def append_profile(step, config, args, device, path: Path) -> None:
@@ -204,9 +218,9 @@ class NaiveTransformer(torch.nn.Module):
 def hugging_face(config, corpus, args, device):
     """MarianMTModel with the same dimensions and initial weights (bench/marian.py), trained on
     our batches with our loss: bf16 autocast where the device has it, torch's Adam (fused on
-    GPUs), no DeepSpeed. Target tokens per second, or None without transformers."""
+    GPUs), no DeepSpeed. Target tokens per second, or why not."""
     if not marian.available():
-        return None
+        return "skipped: transformers is not installed"
     torch.manual_seed(0)
     model = marian.marian_from_ours(Transformer(config).to(device)).train()
     fused = {"fused": True} if device.type == "cuda" else {}
@@ -288,6 +302,8 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
         "ours_per_parameter_grads",
         functools.partial(ours, flat_gradients=False),
     ),
+    # the step that never waits for the device (#46 item 1's host sync): bench/device_step.py
+    "ours_device_step": ("ours_device_step", functools.partial(ours, without_waits=True)),
 }
 
 
@@ -324,8 +340,8 @@ def measure_preset(preset: str, corpus, args, device, peak, write) -> dict:
         key, trainer = TRAINERS[name]
         torch.manual_seed(0)
         result = trainer(config, corpus, args, device)
-        if result is None:  # Marian without transformers
-            row[key] = "skipped: transformers is not installed"
+        if isinstance(result, str):  # why it did not run
+            row[key] = result
             continue
         tokens_per_s, labels = result if isinstance(result, tuple) else (result, {})
         if tokens_per_s > best.get(key, 0.0):
@@ -355,6 +371,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--pairs", type=int, default=20000)
+    parser.add_argument(
+        "--precision",
+        choices=["bf16", "fp32"],
+        help="train.precision of ours (default: the trainer's auto, bf16 where the device has it)",
+    )
     parser.add_argument(
         "--trainers",
         type=benchlib.comma_list(TRAINERS, "trainers"),

@@ -117,3 +117,57 @@ def test_layers_compiled_one_by_one_train_as_the_eager_model(tmp_path):
     assert counters["stats"]["unique_graphs"] > graphs  # the layers did compile
     assert losses[True] == pytest.approx(losses[False], rel=1e-4)
     assert len(set(losses[False])) == 3  # three steps on different batches
+
+
+def test_the_step_without_waits_steps_and_skips_exactly_as_deepspeeds_own(tmp_path):
+    """bench/device_step.py (#46 item 1: no host sync): the skip decided on the device (fused
+    Adam's found_inf), the schedule and the counts kept there. Over four steps of two
+    micro-batches in bf16, the second with an infinite gradient, it gives DeepSpeed's own
+    steps (the same fused Adam) exactly: the same fp32 master weights after every step, the
+    non-finite step skipped and counted, and the schedule held at it."""
+    import device_step
+    import train_throughput
+
+    from aiayn.train.engine import init_process
+    from aiayn.train.settings import TrainSettings
+
+    init_process()
+    config = build_config(500, "tiny", dropout=0.0)
+    rng = np.random.default_rng(0)
+    corpus = [list(rng.integers(4, 500, (300, 9))) for _ in range(2)]
+    settings = TrainSettings(tokens_per_step=1000, tokens_per_batch=500, precision="bf16",
+                             warmup_steps=2, checkpoint_every_minutes=None)  # fmt: skip
+    runs, overflow = {}, {"now": False}  # the hooks below make step 2's gradient infinite
+    for without_waits in (False, True):
+        (tmp_path / str(without_waits)).mkdir()
+        torch.manual_seed(0)
+        folder = tmp_path / str(without_waits)
+        trainer = train_throughput.our_trainer(config, corpus, settings, folder)
+        optimizer = trainer.engine.optimizer
+        next(trainer.engine.module.parameters()).register_hook(
+            lambda grad: grad * float("inf") if overflow["now"] else grad
+        )
+        if without_waits:
+            schedule, sums = device_step.install(trainer.engine, settings, config.d_model), []
+        else:  # DeepSpeed's step with the fused Adam the other uses (as on a GPU)
+            for group in optimizer.optimizer.param_groups:
+                group["fused"] = True
+        weights, losses, rates = [], [], []
+        for step in range(1, 5):
+            overflow["now"] = step == 2
+            if without_waits:
+                device_step.train_step(trainer.steps, sums)
+                losses.append(torch.stack(sums[-2:]).double().sum(0)[0].item())
+                rates.append(schedule.lr.item())
+            else:
+                losses.append(trainer.train_step(save_requested=False, budget_spent=False)[0])
+                rates.append(trainer.engine.lr_scheduler.get_last_lr()[0])
+            weights.append(optimizer.fp32_groups_flat_partition[0].detach().clone())
+        skipped = schedule.skipped.item() if without_waits else trainer.engine.skipped_steps
+        runs[without_waits] = weights, losses, rates, skipped
+    (shipped, *_, skipped), (ours, losses, rates, ours_skipped) = runs[False], runs[True]
+    assert trainer.accumulation == 2 and skipped == ours_skipped == 1
+    assert all(torch.equal(a, b) for a, b in zip(shipped, ours, strict=True))
+    assert torch.equal(shipped[0], shipped[1]) and not torch.equal(shipped[1], shipped[2])
+    assert losses == runs[False][1] and len(set(losses)) == 4
+    assert rates == pytest.approx(runs[False][2], rel=1e-12) and rates[0] == rates[1]
