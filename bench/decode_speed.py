@@ -94,15 +94,16 @@ def trained(config, processor, args, workdir: Path) -> tuple[Transformer, dict]:
                              checkpoint_every_minutes=None)  # fmt: skip
     trainer = train_throughput.our_trainer(config, corpus, settings, workdir)
     began, losses, dev, stopped_by = time.perf_counter(), [], [], "steps"
-    if args.dev_source:  # encoded once, translated at every check
+    if args.dev_source:  # read and encoded once, translated at every check
         lines = args.dev_source.read_text(encoding="utf-8").splitlines()[: args.dev_sentences]
         dev_sentences = [np.array(processor.encode(line)) for line in lines]
+        dev_references = args.dev_reference.read_text(encoding="utf-8").splitlines()
     for step in range(1, args.train_steps + 1):
         loss, _, tokens, _ = trainer.train_step(save_requested=False, budget_spent=False)
         losses.append(loss / tokens)  # label-smoothed, per target token
         if args.dev_source and (step % args.dev_every == 0 or step == args.train_steps):
             model = fp32_copy(trainer, config)
-            ratio = dev_length_ratio(model, dev_sentences, processor, args)
+            ratio = dev_length_ratio(model, dev_sentences, dev_references, processor, args)
             dev.append({"step": step, "loss": round(losses[-1], 3), "length_ratio": ratio})
             if 0.8 <= ratio <= 1.25:
                 stopped_by = "dev length"
@@ -130,18 +131,18 @@ def search_settings(args) -> DecodeSettings:
     return DecodeSettings(beam=args.beam, alpha=0.6, batch_tokens=args.batch_tokens)
 
 
-def dev_length_ratio(model, sentences, processor, args) -> float:
+def dev_length_ratio(model, sentences, references, processor, args) -> float:
     """Output over reference length (13a tokens) on the first --dev-sentences of the dev set."""
     hypotheses, _ = translate(model, sentences, search_settings(args), desc="dev")
-    return length_figures(hypotheses, processor, args.dev_reference)["output_to_reference_length"]
+    return length_figures(hypotheses, processor, references)["output_to_reference_length"]
 
 
-def length_figures(hypotheses, processor, reference: Path | None) -> dict:
-    """Our output's length over the reference's (13a tokens, as sacreBLEU counts) and its
+def length_figures(hypotheses, processor, references: list[str] | None) -> dict:
+    """Our output's length over the references' (13a tokens, as sacreBLEU counts) and its
     sacreBLEU: how close to a real translation's length the timed outputs are."""
-    if reference is None:
+    if references is None:
         return {}
-    references = reference.read_text(encoding="utf-8").splitlines()[: len(hypotheses)]
+    references = references[: len(hypotheses)]
     bleu = sacrebleu.corpus_bleu(detokenized(processor, hypotheses), [references])
     return {"output_to_reference_length": round(bleu.sys_len / bleu.ref_len, 3),
             "sacrebleu": round(bleu.score, 2)}  # fmt: skip
@@ -319,6 +320,7 @@ def main() -> None:
 
     device = pick_device()
     lines = args.source.read_text(encoding="utf-8").splitlines()[: args.sentences]
+    references = args.reference.read_text(encoding="utf-8").splitlines() if args.reference else None
     if args.train_steps:
         from aiayn.train.engine import init_process
 
@@ -353,7 +355,7 @@ def main() -> None:
         "batch_tokens": args.batch_tokens,
         "repeats": args.repeats,
         "drop_every": args.drop_every or default_drop_every(device),
-        "ours_cached": ours_figures | length_figures(ours, processor, args.reference),
+        "ours_cached": ours_figures | length_figures(ours, processor, references),
         **naive_figures(model, sentences, settings, ours, ours_figures, args.no_naive),
         **variant_figures(model, sentences, settings, ours, ours_figures, args),
         **peer_figures(ours, ours_figures, peer, args.no_peer),
