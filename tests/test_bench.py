@@ -158,7 +158,7 @@ def test_the_step_without_waits_steps_and_skips_exactly_as_deepspeeds_own(tmp_pa
             if without_waits:
                 device_step.train_step(trainer.steps, sums)
                 losses.append(torch.stack(sums[-2:]).double().sum(0)[0].item())
-                rates.append(schedule.lr.item())
+                rates.append(schedule.rate.item())
             else:
                 losses.append(trainer.train_step(save_requested=False, budget_spent=False)[0])
                 rates.append(trainer.engine.lr_scheduler.get_last_lr()[0])
