@@ -119,6 +119,14 @@ def test_table4_has_parser_training_f1_and_the_split_named_for_ours():
     assert baseline[0].endswith("(baseline)") and baseline[2].render(False) == "20.0"
     assert ours[0] == "parser (ours)" and ours[2].render(False) == "71.2"
     assert ours[3] == "test (documents 0190-0199, 40 sentences)"
+    # in Markdown the figures align right, the text (training, test set) left
+    assert layout.markdown(table).splitlines()[3] == "|:---|:---|---:|:---|"
+
+
+def test_markdown_aligns_a_column_right_only_where_every_cell_is_a_figure():
+    table = layout.Layout("t", "A table.", ["name", "steps", "lr", "note", "empty"])
+    table.rows = [["a", "100K", 1e-09, "", None], ["b", "512", layout.Score(0.5), "sinusoidal", ""]]
+    assert layout.markdown(table).splitlines()[3] == "|:---|---:|---:|:---|:---|"
 
 
 needs_latex = pytest.mark.skipif(

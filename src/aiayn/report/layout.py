@@ -10,12 +10,14 @@ a significant difference from the baseline a mark with a one-line footnote. Ever
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from aiayn.model import count_parameters
 from aiayn.model_config import TransformerConfig
 from aiayn.paper import TABLE2, TABLE2_PAIRS, TABLE2_ROW_OF, TABLE4
 from aiayn.report import tables
+from aiayn.report.parsing_table import BASELINE_NAMES, describe_split
 from aiayn.report.tables import ExperimentResult
 
 MARK = "*"
@@ -121,11 +123,28 @@ def heads(layout: Layout) -> list[str]:
     return named
 
 
+NUMBER = re.compile(r"[-+]?\d[\d.,]*(e[-+]?\d+)?K?")  # 0.1, 512, 1e-09, 100K
+
+
+def numeric(value) -> bool:
+    """Whether a cell holds a figure (a score, a cost, a number, a count such as 100K)."""
+    if isinstance(value, Score | Cost | int | float):
+        return True
+    return isinstance(value, str) and NUMBER.fullmatch(value) is not None
+
+
+def alignments(layout: Layout) -> list[str]:
+    """Markdown's alignment row: figures to the right, text (names, settings) to the left."""
+    marks = []
+    for index in range(len(layout.columns)):
+        cells = [row[index] for row in layout.rows if row[index] not in (None, "")]
+        marks.append("---:" if cells and all(map(numeric, cells)) else ":---")
+    return marks
+
+
 def markdown(layout: Layout) -> str:
     lines = [layout.caption, "", "| " + " | ".join(heads(layout)) + " |"]
-    lines.append(
-        "|" + "|".join(":---" if i == 0 else "---:" for i in range(len(heads(layout)))) + "|"
-    )
+    lines.append("|" + "|".join(alignments(layout)) + "|")
     for row in layout.rows:
         lines.append("| " + " | ".join(cell(value, False) for value in row) + " |")
     return "\n".join([*lines, "", *layout.footnotes]).rstrip() + "\n"
@@ -222,6 +241,7 @@ def table2(results: list[ExperimentResult], significance: float = 0.05) -> Layou
         if first.pair not in TABLE2_PAIRS:
             continue
         bleu_column = 1 if first.pair == "en-de" else 2
+        cost = Cost(tables.mean_of([tables.paper_way_cost(run.summary) for run in runs]))
         for (checkpoint, split), record in first.scores.items():
             if checkpoint != "averaged" or split == first.dev_split:
                 continue
@@ -233,8 +253,7 @@ def table2(results: list[ExperimentResult], significance: float = 0.05) -> Layou
             row[bleu_column] = bleu_score(
                 record, over_seeds, len(runs), significance, "tokenized_bleu"
             )
-            costs = [tables.paper_way_cost(run.summary) for run in runs]
-            row[bleu_column + 2] = Cost(tables.mean_of(costs))
+            row[bleu_column + 2] = cost
             row[0] = " / ".join(filter(None, [row[0], first.group]))
     for (_, split), row in ours.items():
         row[0] = f"{row[0]} (ours, {split})"
@@ -344,8 +363,6 @@ def steps(count: int) -> str:
 def table4(results: list[ExperimentResult], training: dict[str, str], baselines=()) -> Layout:
     """Parser | Training | WSJ 23 F1: the paper's rows, the trivial baselines, then ours (the
     averaged model on each test split, named in the last column)."""
-    from aiayn.report.parsing_table import BASELINE_NAMES, describe_split
-
     layout = Layout(
         "table4",
         "Table 4, regenerated: English constituency parsing, the paper's rows (F1 on WSJ "
@@ -383,15 +400,12 @@ def table4(results: list[ExperimentResult], training: dict[str, str], baselines=
 def from_frame(name: str, frame, caption: str) -> Layout:
     """A table with no counterpart in the paper (the parameter counts) as it is, its numbers
     as short as they are exact (`g`)."""
-    rows = [
-        [
-            ""
-            if value is None or value != value
-            else f"{value:g}"
-            if isinstance(value, float)
-            else value
-            for value in row
-        ]
-        for row in frame.astype(object).itertuples(index=False)
-    ]
+    rows = [list(map(short, row)) for row in frame.astype(object).itertuples(index=False)]
     return Layout(name, caption, [str(column) for column in frame.columns], rows)
+
+
+def short(value):
+    """A frame's cell: empty for a missing one, a float as short as it is exact."""
+    if value is None or value != value:  # None or NaN
+        return ""
+    return f"{value:g}" if isinstance(value, float) else value
