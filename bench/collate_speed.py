@@ -23,8 +23,8 @@ import torch
 from train_throughput import binarized, synthetic_corpus
 
 from aiayn.prepare.binarize import IndexedDataset
-from aiayn.train.batching import Batch, collate, round_up, token_batches
-from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
+from aiayn.train.batching import Batch, collate, token_batches
+from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID, round_up
 
 
 def sentence_by_sentence(source_data, target_data, indices, pad_to: int) -> Batch:

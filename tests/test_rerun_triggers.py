@@ -91,8 +91,9 @@ def test_each_rule_hashes_the_modules_its_stage_runs_and_not_other_stages():
     assert not {name for name in train if name.startswith("parsing/")}, train
     assert not decode_only & names(package_modules(scripts / "average.py", SRC))
     decode = names(package_modules(scripts / "decode.py", SRC))
-    assert {*decode_only, "train/batching.py", "model.py", "vocab.py"} <= decode
-    assert "train/trainer.py" not in decode
+    assert {*decode_only, "model.py", "vocab.py"} <= decode
+    # decoding pads as training does (vocab.round_up): editing training's batching keeps it
+    assert not {"train/trainer.py", "train/batching.py"} & decode
     assert "data/clean.py" in names(package_modules(scripts / "clean.py", SRC))
     assert "data/clean.py" not in names(package_modules(scripts / "download.py", SRC))
 

@@ -54,8 +54,7 @@ from aiayn.decode.incremental import (
     start_cache,
 )
 from aiayn.decode.settings import DecodeSettings, check_decoder
-from aiayn.train.batching import round_up
-from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
+from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID, round_up
 
 
 @dataclass

@@ -18,11 +18,7 @@ import numpy as np
 import torch
 
 from aiayn.prepare.binarize import positions_within
-from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
-
-
-def round_up(length: int, multiple: int) -> int:
-    return int(math.ceil(length / multiple) * multiple)
+from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID, round_up
 
 
 def token_batches(
