@@ -92,7 +92,7 @@ def train_step(steps, sums: list) -> int:
         logits = steps.engine(batch.source, batch.target_in)
         loss, nll = label_smoothed_loss(logits, batch.target_out, steps.settings.label_smoothing,
                                         kernel=steps.loss_kernel)  # fmt: skip
-        steps.engine.backward(loss / total, scale_wrt_gas=False)
+        steps.engine.backward(loss * (steps.world / total), scale_wrt_gas=False)  # as Steps
         steps.engine.step()
         sums.append(torch.stack([loss.detach(), nll.detach()]))
     steps.data.prepare(steps.accumulation)
