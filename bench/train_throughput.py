@@ -16,7 +16,6 @@ after every trainer, so a run stopped at a time limit keeps what it measured. Pr
 
     python bench/train_throughput.py                         # base and big at the paper's batch
     python bench/train_throughput.py --presets tiny --tokens 2000 --steps 3   # CPU-sized
-    python bench/train_throughput.py --compile   # also ours with train.compile (torch.compile)
     python bench/train_throughput.py --trainers ours,ours_compiled_layers  # compile by layer A/B
     python bench/train_throughput.py --profile train.prof.txt   # and where our step's time goes
     python bench/train_throughput.py --trainers ours_sliced_loss,ours_compiled_loss  # loss A/B
@@ -386,9 +385,6 @@ def main() -> None:
         "--rounds", type=int, default=2, help="runs of each trainer; its fastest counts"
     )
     parser.add_argument(
-        "--compile", action="store_true", help="also ours_compiled (train.compile: true)"
-    )
-    parser.add_argument(
         "--measured-peak-tflops",
         type=float,
         help="the device's measured bf16 matmul rate (bench/gpu_suite.py's device part): MFU "
@@ -413,8 +409,6 @@ def main() -> None:
     _, _, device = init_process()
     name = benchlib.device_name(device)
     peak = next((value for key, value in PEAK_TFLOPS.items() if key in name), None)
-    if args.compile and "ours_compiled" not in args.trainers:
-        args.trainers.append("ours_compiled")
     corpus = synthetic_corpus(args.pairs, args.vocab)
     args.rows = []
     record = {
