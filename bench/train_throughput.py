@@ -143,15 +143,17 @@ def ours(config, corpus, args, device, by_layer=False, without_waits=False,
         if by_layer:
             compile_layers(trainer.engine.module)
 
-        def step():
-            *_, tokens, _ = trainer.train_step(save_requested=False, budget_spent=False)
-            return tokens
-
         if without_waits:
             schedule, sums = device_step.install(trainer.engine, settings, config.d_model), []
             if isinstance(schedule, str):
                 return schedule
-            step = lambda: device_step.train_step(trainer.steps, sums)  # noqa: E731
+
+        def step():
+            if without_waits:
+                return device_step.train_step(trainer.steps, sums)
+            *_, tokens, _ = trainer.train_step(save_requested=False, budget_spent=False)
+            return tokens
+
         if profile_to is not None:
             return append_profile(step, config, args, device, profile_to)
         warmup_seconds = benchlib.warm_up(step, args.warmup, device)

@@ -139,9 +139,9 @@ def test_the_step_without_waits_steps_and_skips_exactly_as_deepspeeds_own(tmp_pa
                              warmup_steps=2, checkpoint_every_minutes=None)  # fmt: skip
     runs, overflow = {}, {"now": False}  # the hooks below make step 2's gradient infinite
     for without_waits in (False, True):
-        (tmp_path / str(without_waits)).mkdir()
-        torch.manual_seed(0)
         folder = tmp_path / str(without_waits)
+        folder.mkdir()
+        torch.manual_seed(0)
         trainer = train_throughput.our_trainer(config, corpus, settings, folder)
         optimizer = trainer.engine.optimizer
         next(trainer.engine.module.parameters()).register_hook(
