@@ -181,7 +181,7 @@ TRAIN_RATIOS = {  # a train_throughput row's ratios: key -> (numerator, denomina
     "compiled_layers_speedup": ("ours_compiled_layers", "ours"),
     "zero2_speedup": ("ours_zero2", "ours"),
     "per_parameter_grads_speedup": ("ours_per_parameter_grads", "ours"),
-    "device_step_speedup": ("ours_device_step", "ours"),
+    "sync_free_speedup": ("ours_sync_free", "ours"),
     "autocast_speedup": ("ours_bf16_autocast", "ours"),
     "compiled_loss_speedup": ("ours_compiled_loss", "ours"),
     "sliced_loss_speedup": ("ours_sliced_loss", "ours"),

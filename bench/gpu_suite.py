@@ -276,7 +276,7 @@ SMOKE_TRAIN_SIZES = {"base": [*SMOKE_TRAIN, "--batch-tokens", 1000],
                      "big": [*SMOKE_TRAIN, "--batch-tokens", 500]}  # fmt: skip
 # ours (on CUDA, DeepSpeed's bf16 optimizer with ZeRO 1 and flat bf16 gradients, the loss through
 # torch.compile); its A/B, the step that never waits for the device; HF Marian
-HEADLINE_TRAINERS = "ours,ours_device_step,hf"
+HEADLINE_TRAINERS = "ours,ours_sync_free,hf"
 
 
 def train_run(args, deadline, preset: str, trainers: str | None, profile=False) -> str:

@@ -20,7 +20,7 @@ after every trainer, so a run stopped at a time limit keeps what it measured. Pr
     python bench/train_throughput.py --profile train.prof.txt   # and where our step's time goes
     python bench/train_throughput.py --trainers ours_sliced_loss,ours_compiled_loss  # loss A/B
     python bench/train_throughput.py --presets base --trainers ours,hf --rounds 1   # some only
-    python bench/train_throughput.py --trainers ours,ours_device_step  # no waits for the device
+    python bench/train_throughput.py --trainers ours,ours_sync_free  # train.sync_free's A/B
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import tempfile
 from pathlib import Path
 
 import benchlib
-import device_step
 import marian
 import numpy as np
 import torch
@@ -46,6 +45,7 @@ from aiayn.prepare.binarize import write_indexed
 from aiayn.train.batching import collate, step_plan, token_batches
 from aiayn.train.loader import BatchStream
 from aiayn.train.loss import label_smoothed_loss
+from aiayn.train.record import sync_free_mode
 from aiayn.train.settings import Experiment, TrainSettings
 from aiayn.train.trainer import Trainer
 from aiayn.vocab import PAD_ID
@@ -129,12 +129,11 @@ def compile_layers(model: Transformer) -> None:
         layer.compile()
 
 
-def ours(config, corpus, args, device, by_layer=False, without_waits=False,
-         profile_to: Path | None = None, **changes):  # fmt: skip
+def ours(config, corpus, args, device, by_layer=False, profile_to: Path | None = None,
+         **changes):  # fmt: skip
     """The trainer's own step (no checkpoints, no evaluation) on the corpus, with the train
     settings `changes` (`compile=True` as `train.compile: true` runs it), with `by_layer` each
-    layer compiled on its own, with `without_waits` the step that never waits for the device
-    (bench/device_step.py). The warm-up steps pay for compiling: their seconds are recorded.
+    layer compiled on its own. The warm-up steps pay for compiling: their seconds are recorded.
     With `profile_to`, the timed steps run under torch.profiler instead, and its table is
     appended there."""
     with tempfile.TemporaryDirectory() as folder:
@@ -143,14 +142,7 @@ def ours(config, corpus, args, device, by_layer=False, without_waits=False,
         if by_layer:
             compile_layers(trainer.engine.module)
 
-        if without_waits:
-            schedule, sums = device_step.install(trainer.engine, settings, config.d_model), []
-            if isinstance(schedule, str):
-                return schedule
-
         def step():
-            if without_waits:
-                return device_step.train_step(trainer.steps, sums)
             *_, tokens, _ = trainer.train_step(save_requested=False, budget_spent=False)
             return tokens
 
@@ -160,8 +152,10 @@ def ours(config, corpus, args, device, by_layer=False, without_waits=False,
         labels = {"precision": trainer.precision, "loss_kernel": trainer.steps.loss_kernel,
                   "warmup_seconds": round(warmup_seconds, 1)}  # fmt: skip
         tokens_per_s = measure(step, args.steps, 0, device)
-        if without_waits:  # read once, at the end
-            labels["skipped_steps"] = int(schedule.skipped)
+        if settings.sync_free:  # read once, at the end
+            trainer.steps.settle(trainer.state, lambda: None)
+            labels["skipped_steps"] = trainer.state["skipped_steps"]
+            labels["sync_free"] = sync_free_mode(settings, trainer.engine)
         return tokens_per_s, labels
 
 
@@ -303,8 +297,8 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
         "ours_per_parameter_grads",
         functools.partial(ours, flat_gradients=False),
     ),
-    # the step that never waits for the device (#46 item 1's host sync): bench/device_step.py
-    "ours_device_step": ("ours_device_step", functools.partial(ours, without_waits=True)),
+    # the step that never waits for the device (#46 item 1's host syncs): train.sync_free
+    "ours_sync_free": ("ours_sync_free", functools.partial(ours, sync_free=True)),
 }
 
 

@@ -631,8 +631,14 @@ def test_a_time_budget_ends_training_with_a_checkpoint_and_a_rerun_adds_no_step(
 
 
 @pytest.mark.workflow
-def test_a_diverging_run_stops_with_advice_and_keeps_its_last_good_checkpoint(tmp_path, copy_data):
-    spec = experiment(tmp_path / "diverge.json", copy_data, lr_scale=1e30, checkpoint_every_steps=1)
+@pytest.mark.parametrize("sync_free", [False, True])
+def test_a_diverging_run_stops_with_advice_and_keeps_its_last_good_checkpoint(
+    tmp_path, copy_data, sync_free
+):
+    """Checked at every step, or (train.sync_free) when the losses are read back before each
+    checkpoint: either way no checkpoint holds a step whose loss was not finite."""
+    spec = experiment(tmp_path / "diverge.json", copy_data, lr_scale=1e30,
+                      checkpoint_every_steps=1, sync_free=sync_free)  # fmt: skip
     result = run_training(spec)
     assert result.returncode == 1, result.stderr[-3000:]
     assert "training diverged: the loss of step" in result.stderr
@@ -761,6 +767,135 @@ def test_flat_bf16_gradients_step_exactly_as_deepspeeds_own(tmp_path, copy_data)
         assert in_one_buffer == flat
     assert losses[True] == losses[False] and len(set(losses[False])) == 3
     assert torch.equal(weights[True], weights[False])
+
+
+def test_the_sync_free_step_steps_and_skips_exactly_as_deepspeeds_own(tmp_path, copy_data, caplog):
+    """train.sync_free (#46 item 1): the skip decided on the device (fused Adam's found_inf),
+    the schedule and the counts kept there, the losses read back only by settle(). Over four
+    steps of two micro-batches in bf16, the second's gradients infinite, it gives DeepSpeed's
+    own steps with the same fused Adam exactly: the same fp32 master weights after every step
+    and the same losses; the step is skipped, the schedule held at it, and the skip counted
+    and logged once the trainer reads the device."""
+    from aiayn.train.engine import init_process
+    from aiayn.train.settings import Experiment
+    from aiayn.train.trainer import Trainer
+
+    init_process()
+    runs, poisoned = {}, {"now": False}  # the hook makes step 2's gradients infinite
+    for sync_free in (False, True):
+        spec = experiment(tmp_path / f"sync_free{sync_free}.json", copy_data, precision="bf16",
+                          tokens_per_batch=300, warmup_steps=2, sync_free=sync_free)  # fmt: skip
+        trainer = Trainer(Experiment.from_json(spec))
+        optimizer = trainer.engine.optimizer
+        next(trainer.engine.module.parameters()).register_hook(
+            lambda grad: grad * float("inf") if poisoned["now"] else grad
+        )
+        if not sync_free:  # DeepSpeed's step with the fused Adam the other uses (and a GPU)
+            for group in optimizer.optimizer.param_groups:
+                group["fused"] = True
+        weights, losses, rates = [], [], []
+        for step in range(1, 5):
+            poisoned["now"] = step == 2
+            loss, *_ = trainer.train_step(save_requested=False, budget_spent=False)
+            losses.append(float(loss))
+            rates.append(trainer.engine.lr_scheduler.get_last_lr()[0])
+            weights.append(optimizer.fp32_groups_flat_partition[0].detach().clone())
+        skipped_before_reading = trainer.state["skipped_steps"]
+        trainer.steps.settle(trainer.state, trainer.folder.newest)
+        runs[sync_free] = weights, losses, rates, skipped_before_reading, trainer.state
+    (
+        (shipped, shipped_losses, shipped_rates, _, state),
+        (ours, losses, rates, unread, ours_state),
+    ) = (
+        runs[False],
+        runs[True],
+    )
+    assert trainer.accumulation == 2 and type(trainer.engine.lr_scheduler).__name__ == (
+        "DeviceSchedule"
+    )
+    assert state["skipped_steps"] == 1 and (unread, ours_state["skipped_steps"]) == (0, 1)
+    assert all(torch.equal(a, b) for a, b in zip(shipped, ours, strict=True))
+    assert torch.equal(shipped[0], shipped[1]) and not torch.equal(shipped[1], shipped[2])
+    assert losses == shipped_losses and len(set(losses)) == 4
+    assert rates == pytest.approx(shipped_rates, rel=1e-12) and rates[0] == rates[1]
+    assert "1 of steps 1 to 4: the gradients are not finite" in caplog.text
+
+
+TRAIN_WITH_FUSED_ADAM = """
+import sys
+from aiayn.train.trainer import Trainer
+from aiayn.train.settings import Experiment
+
+trainer = Trainer(Experiment.from_json(sys.argv[1]))
+for group in trainer.engine.optimizer.optimizer.param_groups:
+    group["fused"] = True  # as train.sync_free's step and a GPU run Adam
+trainer.run()
+"""
+
+
+@pytest.mark.workflow
+def test_sync_free_training_on_two_processes_resumes_and_follows_deepspeeds_step(
+    tmp_path, copy_data
+):
+    """train.sync_free on 2 processes in bf16 (ZeRO 1), stopped after step 3 and resumed to 6,
+    gives DeepSpeed's own step (with the same fused Adam) run straight through exactly: the
+    same losses at each log line (summed over processes when read back), the same learning
+    rate (the schedule comes back from the checkpoint) and the same final weights."""
+    common = {"precision": "bf16", "warmup_steps": 4, "log_every_steps": 3, "max_steps": 6}
+    shipped = experiment(tmp_path / "shipped.json", copy_data, **common)
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "--no-python", sys.executable, "-c", TRAIN_WITH_FUSED_ADAM, str(shipped)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    shipped = json.loads((tmp_path / "shipped" / "train.json").read_text())
+    spec = experiment(
+        tmp_path / "sync.json", copy_data, sync_free=True, **common | {"max_steps": 3}
+    )
+    assert train(spec, 2)["steps"] == 3
+    ours = train(experiment(spec, copy_data, sync_free=True, **common), 2)
+    assert (ours["sync_free"], shipped["sync_free"]) == ("losses, skips and schedule", "off")
+    assert ours["processes"] == 2 and ours["ranks_agree"] and ours["skipped_steps"] == 0
+    logs = {}
+    for name in ("shipped", "sync"):
+        lines = (tmp_path / name / "train.jsonl").read_text().splitlines()
+        logs[name] = [r for r in map(json.loads, lines) if "loss" in r]
+    assert [r["step"] for r in logs["sync"]] == [r["step"] for r in logs["shipped"]] == [3, 6]
+    for a, b in zip(logs["shipped"], logs["sync"], strict=True):
+        assert (b["loss"], b["nll"]) == (a["loss"], a["nll"])
+        assert b["lr"] == pytest.approx(a["lr"], rel=1e-12)
+    a, b = weights(shipped), weights(ours)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.workflow
+def test_a_run_resumes_with_sync_free_switched_on_and_off(tmp_path, copy_data):
+    """train.sync_free is not part of a run's identity: its schedule is saved in LambdaLR's
+    terms and the optimizer's groups as DeepSpeed's step leaves them, so a bf16 run stopped
+    with it off resumes with it on, and back: the learning rate at each log line is that of a
+    run never switched, and its losses follow that run's to fused Adam's rounding."""
+    common = {"precision": "bf16", "log_every_steps": 2, "max_steps": 6}
+    runs = {"straight": [(6, False)], "switched": [(2, False), (4, True), (6, False)]}
+    logs = {}
+    for name, segments in runs.items():
+        spec = tmp_path / f"{name}.json"
+        for steps, sync_free in segments:
+            experiment(spec, copy_data, sync_free=sync_free, **common | {"max_steps": steps})
+            summary = train(spec)
+            assert summary["steps"] == steps and summary["skipped_steps"] == 0
+            assert summary["sync_free"] == ("losses, skips and schedule" if sync_free else "off")
+            if sync_free:  # saved as DeepSpeed's own step leaves the groups: a float lr, unfused
+                saved = tmp_path / name / "checkpoints" / tag_of(steps)
+                optimizer = torch.load(next(saved.glob("*optim_states.pt")), weights_only=False)
+                (group,) = optimizer["optimizer_state_dict"]["base_optimizer_state"]["param_groups"]
+                assert isinstance(group["lr"], float) and group["fused"] is False
+        lines = (tmp_path / name / "train.jsonl").read_text().splitlines()
+        logs[name] = [r for r in map(json.loads, lines) if "loss" in r]
+    assert [r["step"] for r in logs["switched"]] == [r["step"] for r in logs["straight"]]
+    for a, b in zip(logs["straight"], logs["switched"], strict=True):
+        assert b["lr"] == pytest.approx(a["lr"], rel=1e-12), b["step"]
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-3), b["step"]
 
 
 def test_bf16_training_steps_through_deepspeed_and_saves_fp32_weights(tmp_path, copy_data):

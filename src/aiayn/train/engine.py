@@ -19,6 +19,7 @@ from aiayn.model import Transformer
 from aiayn.train.flat_gradients import flatten_bf16_gradients
 from aiayn.train.schedule import lr_lambda
 from aiayn.train.settings import TrainSettings
+from aiayn.train.sync_free import install as install_sync_free_step
 
 log = logging.getLogger(__name__)
 # Far longer than a build of DeepSpeed's CPU communication op (about half a minute on 2 cores).
@@ -188,15 +189,32 @@ def deepspeed_engine(
     )
     if settings.flat_gradients:
         flatten_bf16_gradients(engine.optimizer)
+    if settings.sync_free:  # bf16 with ZeRO 1; other optimizers keep the engine's step
+        d_model = model.config.d_model
+        install_sync_free_step(engine, d_model, settings.warmup_steps, settings.lr_scale)
     return engine
 
 
-def sum_over_processes(values: list[float], world: int, device: torch.device) -> list[float]:
-    """Sums over all processes; a lone process skips the round trip through the device."""
+def host_group(world: int, device: torch.device):
+    """A gloo group for host values (each step's token counts and votes) where the processes'
+    own group runs on GPUs: summed through NCCL, reading them back waits for the device's
+    queue at every step. None where there is nothing to gain (one process, or a CPU's gloo)."""
+    if world == 1 or device.type != "cuda":
+        return None
+    return torch.distributed.new_group(backend="gloo")
+
+
+def sum_over_processes(
+    values: list[float], world: int, device: torch.device, group=None
+) -> list[float]:
+    """Sums over all processes, through `group` on the CPU where one is given; a lone process
+    skips the round trip."""
+    values = [float(value) for value in values]
     if world == 1:
-        return [float(value) for value in values]
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
-    torch.distributed.all_reduce(tensor)
+        return values
+    where = device if group is None else torch.device("cpu")
+    tensor = torch.tensor(values, dtype=torch.float64, device=where)
+    torch.distributed.all_reduce(tensor, group=group)
     return tensor.tolist()
 
 

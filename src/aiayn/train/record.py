@@ -19,13 +19,15 @@ from aiayn.config import paths
 from aiayn.flops import RATE_METHOD, device_name, sustained_tflops
 from aiayn.textio import atomic_output
 from aiayn.train.engine import compiled_graphs, ranks_agree
+from aiayn.train.sync_free import DeviceSchedule
 
 log = logging.getLogger("aiayn.train.trainer")
 
 
 @dataclass
 class LogWindow:
-    """This rank's sums over the steps since the last log line, for the next one."""
+    """This rank's sums over the steps since the last log line, for the next one; with
+    train.sync_free the losses are sums on the device, read when the line is written."""
 
     loss: float = 0.0
     nll: float = 0.0
@@ -104,6 +106,14 @@ def step_fill(state: dict, tokens_per_step: int) -> dict:
     }
 
 
+def sync_free_mode(settings, engine) -> str:
+    """What of the step stays on the device until a log line or a save (train.sync_free)."""
+    if not settings.sync_free:
+        return "off"
+    on_device = isinstance(engine.lr_scheduler, DeviceSchedule)  # bf16 with ZeRO 1
+    return "losses, skips and schedule" if on_device else "losses"
+
+
 @dataclass(frozen=True)
 class RunShape:
     """How the run was laid out over processes and devices, as train.json reports it."""
@@ -142,6 +152,7 @@ def write_summary(
         "precision": shape.precision,
         "loss_kernel": shape.loss_kernel,
         "gradient_dtypes": gradient_dtypes(engine),
+        "sync_free": sync_free_mode(settings, engine),
         "compiled_graphs": compiled_graphs() if settings.compile else None,
         "device": str(device),
         "device_name": device_name(device),

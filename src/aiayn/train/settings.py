@@ -36,6 +36,7 @@ class TrainSettings:
     ]  # auto (bf16 where the device has it), bf16, bf16-autocast, fp32
     zero_stage: int = DEFAULTS["zero_stage"]
     flat_gradients: bool = DEFAULTS["flat_gradients"]  # bf16, ZeRO 1 (aiayn.train.flat_gradients)
+    sync_free: bool = DEFAULTS["sync_free"]  # read the step back at log time (train.sync_free)
     compile: bool = DEFAULTS["compile"]  # torch.compile for training (same maths, faster)
     loss_kernel: str = DEFAULTS["loss_kernel"]  # auto, sliced or compiled (aiayn.train.loss)
     checkpoint_every_steps: int | None = DEFAULTS["checkpoint_every_steps"]

@@ -3,7 +3,9 @@
 The loss is the label-smoothed cross-entropy summed over the step's target tokens on all
 processes and divided by their number, so the gradient does not depend on how the tokens were
 split. Each step also carries the processes' votes (save now, last step, stop), because every
-rank must take the same decision at the same step.
+rank must take the same decision at the same step. With train.sync_free the step's losses (and,
+with bf16 and ZeRO 1, its skip count) stay on the device until `settle` reads them, which the
+trainer calls before each log line and each checkpoint: a divergence still never reaches one.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from aiayn.train.batching import collate
 from aiayn.train.loader import BatchStream
 from aiayn.train.loss import label_smoothed_loss
 from aiayn.train.settings import TrainSettings
+from aiayn.train.sync_free import DeviceSchedule
 
 VOTES = ("save", "last", "stop")
 log = logging.getLogger(__name__)
@@ -48,13 +51,14 @@ class Steps:
         self.accumulation, self.all_reduce = accumulation, all_reduce
         self.rank, self.world, self.device = rank, world, device
         self.loss_kernel = loss_kernel  # resolved: sliced or compiled (aiayn.train.loss)
+        self.unread: tuple[int, torch.Tensor] | None = None  # sync_free: (first step, sums)
 
     def step(
         self, state: dict, votes: dict[str, bool], newest: Callable[[], object]
-    ) -> tuple[float, float, float, dict[str, bool]]:
-        """One optimizer step: updates `state`'s counters, returns this rank's loss and nll sums,
-        its target tokens and the votes as all ranks decided them. `newest()` names the
-        checkpoint a divergence keeps."""
+    ) -> tuple[float | torch.Tensor, float | torch.Tensor, float, dict[str, bool]]:
+        """One optimizer step: updates `state`'s counters, returns this rank's loss and nll sums
+        (on the device with train.sync_free), its target tokens and the votes as all ranks
+        decided them. `newest()` names the checkpoint a divergence keeps."""
         batches = self.data.take(self.accumulation)
         state["epoch"], state["batch"] = self.data.position
         local_tokens = sum(b.target_tokens for b in batches)
@@ -91,16 +95,14 @@ class Steps:
         # The step's kernels are queued: prepare the next step's batches while they run, then
         # read the losses back once (reading each batch's would stall the queue).
         self.data.prepare(self.accumulation)
-        loss_total, nll_total = torch.stack(sums).sum(0).tolist()
-        if not math.isfinite(loss_total + nll_total):
-            raise Diverged(
-                f"training diverged: the loss of step {state['step'] + 1} is "
-                f"{loss_total + nll_total} (rank {self.rank}). Nothing of it was "
-                f"saved; the newest checkpoint ({newest() or 'none yet'}) is kept. The same "
-                "settings diverge again: lower train.lr_scale or raise train.warmup_steps (either "
-                "starts the run afresh and moves its checkpoints to superseded/), or train with "
-                "train.precision: fp32."
-            )
+        step_sums = torch.stack(sums).sum(0)  # (2,): loss, nll
+        if self.settings.sync_free:  # read back by settle(), at the next log line or save
+            first, unread = self.unread or (state["step"] + 1, 0)
+            self.unread = first, unread + step_sums
+            loss_total, nll_total = step_sums
+        else:
+            loss_total, nll_total = step_sums.tolist()
+            self.check_finite(loss_total + nll_total, state["step"] + 1, state["step"] + 1, newest)
         state["step"] += 1
         if self.engine.skipped_steps != skipped_before:  # the same on every rank: one global norm
             self.count_skipped(state)
@@ -112,17 +114,47 @@ class Steps:
         decided = {name: vote > 0 for name, vote in zip(VOTES, voted, strict=True)}
         return loss_total, nll_total, local_tokens, decided
 
+    def check_finite(self, total: float, first: int, last: int, newest: Callable) -> None:
+        if math.isfinite(total):
+            return
+        steps = f"step {first}" if first == last else f"steps {first} to {last}"
+        raise Diverged(
+            f"training diverged: the loss of {steps} is {total} (rank {self.rank}). Nothing of "
+            f"it was saved; the newest checkpoint ({newest() or 'none yet'}) is kept. The same "
+            "settings diverge again: lower train.lr_scale or raise train.warmup_steps (either "
+            "starts the run afresh and moves its checkpoints to superseded/), or train with "
+            "train.precision: fp32."
+        )
+
+    def settle(self, state: dict, newest: Callable[[], object]) -> None:
+        """train.sync_free: read back what the steps since the last read left on the device.
+        A loss that is not finite on any rank stops every rank before it logs or saves; with
+        the step on the device (bf16, ZeRO 1) the skipped steps are counted here."""
+        if self.unread is None:
+            return
+        (first, sums), self.unread = self.unread, None
+        self.check_finite(sum(self.all_reduce(sums.tolist())), first, state["step"], newest)
+        schedule = self.engine.lr_scheduler
+        if isinstance(schedule, DeviceSchedule):  # the same count on every rank: one norm
+            skipped = schedule.read_skipped()
+            if skipped:
+                state["skipped_steps"] += skipped
+                self.warn_skipped(state, f"{skipped} of steps {first} to {state['step']}")
+
     def count_skipped(self, state: dict) -> None:
         """DeepSpeed skips an optimizer step whose gradient norm is not finite (bf16 overflow)
         and does not advance the learning-rate schedule; count it, so that train.json and the
         log show how far the schedule runs behind the step count."""
         state["skipped_steps"] = state.get("skipped_steps", 0) + 1
+        self.warn_skipped(state, f"step {state['step']}")
+
+    def warn_skipped(self, state: dict, where: str) -> None:
         if self.rank == 0:
             log.warning(
-                "step %d: the gradients are not finite; the optimizer skipped the step and the "
+                "%s: the gradients are not finite; the optimizer skipped the step and the "
                 "learning-rate schedule stays at step %d (%d skipped so far). Many in a row: "
                 "lower train.lr_scale or train with train.precision: fp32.",
-                state["step"],
+                where,
                 state["step"] - state["skipped_steps"],
                 state["skipped_steps"],
             )

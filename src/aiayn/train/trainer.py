@@ -13,9 +13,10 @@ depend on how the tokens were split. A checkpoint holds everything needed to con
 
 Its parts in aiayn.train, each named for what it does: engine (processes, DeepSpeed), batches
 (what each epoch and the dev loss read), loader (batches collated ahead), step (one optimizer
-step with the ranks' votes, and the dev loss), loss (the objective), timing (clock checkpoints
-and the time budget), run_folder (checkpoints and resuming), record (train.jsonl and
-train.json), settings (the settings). This module keeps the set-up and the loop.
+step with the ranks' votes, and the dev loss), sync_free (the optimizer step without waits for
+the device), loss (the objective), timing (clock checkpoints and the time budget), run_folder
+(checkpoints and resuming), record (train.jsonl and train.json), settings (the settings). This
+module keeps the set-up and the loop.
 """
 
 from __future__ import annotations
@@ -35,7 +36,13 @@ from aiayn.logs import progress, setup_logging
 from aiayn.model import Transformer
 from aiayn.train.batches import TrainingBatches
 from aiayn.train.batching import step_plan
-from aiayn.train.engine import deepspeed_engine, init_process, resolve_precision, sum_over_processes
+from aiayn.train.engine import (
+    deepspeed_engine,
+    host_group,
+    init_process,
+    resolve_precision,
+    sum_over_processes,
+)
 from aiayn.train.loader import BatchStream
 from aiayn.train.loss import resolve_loss_kernel
 from aiayn.train.record import LogWindow, RunShape, TrainLog, write_summary
@@ -74,6 +81,8 @@ class Trainer:
             self.settings.tokens_per_step, self.settings.tokens_per_batch, self.world
         )
         self.folder = RunFolder(experiment, self.rank, self.world)
+        # sync_free: the step's counts and votes summed through the CPU, not through the device
+        self.host_group = host_group(self.world, self.device) if self.settings.sync_free else None
         self.log = TrainLog(experiment.run_dir / paths.TRAIN_LOG, self.rank, self.all_reduce)
         self.batches = TrainingBatches(
             experiment, self.rank, self.world, self.accumulation, self.batch_tokens
@@ -142,11 +151,11 @@ class Trainer:
         return engine
 
     def all_reduce(self, values: list[float]) -> list[float]:
-        return sum_over_processes(values, self.world, self.device)
+        return sum_over_processes(values, self.world, self.device, self.host_group)
 
     def train_step(
         self, save_requested: bool, budget_spent: bool
-    ) -> tuple[float, float, float, dict[str, bool]]:
+    ) -> tuple[float | torch.Tensor, float | torch.Tensor, float, dict[str, bool]]:
         """One optimizer step (train_step.Steps), voting on saving now (a rank's timer ran
         out), on this being the last step (rank 0's time budget is spent) and on stopping (a
         rank was signalled)."""
@@ -177,6 +186,7 @@ class Trainer:
             bar.update(1)
             final = step == settings.max_steps or voted["last"]
             if step % settings.log_every_steps == 0 or final:
+                self.steps.settle(self.state, self.folder.newest)
                 self.log.window(window, self.engine, self.state)
                 window = LogWindow()
             if step % settings.dev_every_steps == 0 or final:
@@ -187,6 +197,7 @@ class Trainer:
             every = settings.checkpoint_every_steps
             scheduled = voted["save"] or final or bool(every and step % every == 0)
             if scheduled or voted["stop"]:
+                self.steps.settle(self.state, self.folder.newest)  # never save a diverged step
                 self.folder.save(self.engine, self.state, stopped=not scheduled)
                 clock.saved()
             if final:
@@ -195,6 +206,7 @@ class Trainer:
                 bar.close()
                 raise Stopped(step, self.stop_signal)
         bar.close()
+        self.steps.settle(self.state, self.folder.newest)
         if not last_dev:  # resumed a finished run
             last_dev = self.evaluate()
         shape = RunShape(
