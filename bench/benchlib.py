@@ -179,6 +179,7 @@ TRAIN_RATIOS = {  # a train_throughput row's ratios: key -> (numerator, denomina
     "speedup_vs_hf": ("ours", "hf_marian"),
     "compile_speedup": ("ours_compiled", "ours"),
     "compiled_layers_speedup": ("ours_compiled_layers", "ours"),
+    "fused_qkv_speedup": ("ours_fused_qkv", "ours"),
     "zero2_speedup": ("ours_zero2", "ours"),
     "per_parameter_grads_speedup": ("ours_per_parameter_grads", "ours"),
     "sync_free_speedup": ("ours_sync_free", "ours"),

@@ -348,7 +348,8 @@ def decode_run(args, deadline, preset: str, *options, trained: bool = False) -> 
 
 def part_runs(args) -> dict:
     """The parts and the extras by name, each a function of its deadline. The extras, most
-    wanted first: base with each layer compiled on its own (#46's compile by region, its
+    wanted first: base with each attention's Q/K/V projections fused (#46 item 2); base with
+    each layer compiled on its own (#46's compile by region, its
     compile time in the warm-up's seconds); our step's profile; the loss kernels against one
     whole log-softmax; the naive trainer; the naive decoder with the decoder's profile; the
     compiled decoder step; big's naive trainer and profile; base with train.compile (whole
@@ -363,6 +364,7 @@ def part_runs(args) -> dict:
         "train_big": lambda deadline: train_run(args, deadline, "big", HEADLINE_TRAINERS),
         "multi30k": lambda deadline: multi30k_part(args, deadline),
         # the extras
+        "fused_qkv": lambda deadline: train_run(args, deadline, "base", "ours_fused_qkv"),
         "compiled_layers": lambda deadline: train_run(args, deadline, "base",
                                                       "ours_compiled_layers"),
         "train_profile": lambda deadline: train_run(args, deadline, "base", None, profile=True),

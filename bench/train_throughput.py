@@ -21,10 +21,12 @@ after every trainer, so a run stopped at a time limit keeps what it measured. Pr
     python bench/train_throughput.py --trainers ours_sliced_loss,ours_compiled_loss  # loss A/B
     python bench/train_throughput.py --presets base --trainers ours,hf --rounds 1   # some only
     python bench/train_throughput.py --trainers ours,ours_sync_free  # train.sync_free's A/B
+    python bench/train_throughput.py --trainers ours,ours_fused_qkv  # fused Q/K/V projections
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import tempfile
@@ -39,9 +41,10 @@ from benchlib import measure
 
 from aiayn.decode.translate import autocast
 from aiayn.flops import training_flops
-from aiayn.model import Transformer, sinusoidal_positions
+from aiayn.model import MultiHeadAttention, Transformer, sinusoidal_positions
 from aiayn.model_config import build_config
 from aiayn.prepare.binarize import write_indexed
+from aiayn.train import trainer as trainer_module
 from aiayn.train.batching import collate, step_plan, token_batches
 from aiayn.train.loader import BatchStream
 from aiayn.train.loss import label_smoothed_loss
@@ -129,16 +132,61 @@ def compile_layers(model: Transformer) -> None:
         layer.compile()
 
 
-def ours(config, corpus, args, device, by_layer=False, profile_to: Path | None = None,
-         **changes):  # fmt: skip
+def fuse_projections(model: Transformer) -> Transformer:
+    """#46 item 2's fused Q/K/V, in place: each attention's three input projections become one
+    matrix of their weights stacked (Q, K, V), so self-attention projects its input once, and
+    encoder-decoder attention the memory's keys and values once (a slice of the same matrix).
+    The same function; the parameters are renamed (w_qkv), so it is an A/B, not a checkpoint
+    format."""
+    for attention in [m for m in model.modules() if isinstance(m, MultiHeadAttention)]:
+        widths = [attention.w_q.out_features, attention.w_k.out_features,
+                  attention.w_v.out_features]  # fmt: skip
+        attention.w_qkv = torch.nn.Linear(attention.w_q.in_features, sum(widths))
+        with torch.no_grad():
+            for name in ("weight", "bias"):
+                parts = [getattr(getattr(attention, w), name) for w in ("w_q", "w_k", "w_v")]
+                getattr(attention.w_qkv, name).copy_(torch.cat(parts))
+        del attention.w_k, attention.w_v
+        attention.w_q = torch.nn.Identity()  # attend() projects the query: already done
+        attention.forward = functools.partial(fused_attention, attention, widths)
+    return model
+
+
+def fused_attention(self, widths, query, key, value, mask=None, return_weights=False,
+                    causal=False):  # fmt: skip
+    """MultiHeadAttention.forward over one stacked projection (fuse_projections)."""
+    if query is key is value:  # self-attention: (B, T, d_q + d_k + d_v) in one product
+        q, k, v = self.w_qkv(query).split(widths, dim=-1)
+    else:  # the decoder's queries; the memory's keys and values in one product
+        weight, bias = self.w_qkv.weight, self.w_qkv.bias
+        q = F.linear(query, weight[: widths[0]], bias[: widths[0]])
+        k, v = F.linear(key, weight[widths[0] :], bias[widths[0] :]).split(widths[1:], dim=-1)
+    k, v = self.split_heads(k, self.d_k), self.split_heads(v, self.d_v)  # (B, h, Tk, d)
+    return self.attend(q, k, v, mask, return_weights, causal)
+
+
+@contextlib.contextmanager
+def models_built_as(edit):
+    """Trainers made inside build their model through `edit` before DeepSpeed wraps it."""
+    original = trainer_module.Transformer
+    trainer_module.Transformer = lambda config: edit(original(config))
+    try:
+        yield
+    finally:
+        trainer_module.Transformer = original
+
+
+def ours(config, corpus, args, device, by_layer=False, fused_qkv=False,
+         profile_to: Path | None = None, **changes):  # fmt: skip
     """The trainer's own step (no checkpoints, no evaluation) on the corpus, with the train
     settings `changes` (`compile=True` as `train.compile: true` runs it), with `by_layer` each
-    layer compiled on its own. The warm-up steps pay for compiling: their seconds are recorded.
-    With `profile_to`, the timed steps run under torch.profiler instead, and its table is
-    appended there."""
+    layer compiled on its own, with `fused_qkv` each attention's projections fused. The
+    warm-up steps pay for compiling: their seconds are recorded. With `profile_to`, the timed
+    steps run under torch.profiler instead, and its table is appended there."""
     with tempfile.TemporaryDirectory() as folder:
         settings = bench_settings(args, **changes)
-        trainer = our_trainer(config, corpus, settings, Path(folder))
+        with models_built_as(fuse_projections if fused_qkv else lambda model: model):
+            trainer = our_trainer(config, corpus, settings, Path(folder))
         if by_layer:
             compile_layers(trainer.engine.module)
 
@@ -297,6 +345,8 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
         "ours_per_parameter_grads",
         functools.partial(ours, flat_gradients=False),
     ),
+    # each attention's Q/K/V projections as one matrix product (#46 item 2): fuse_projections
+    "ours_fused_qkv": ("ours_fused_qkv", functools.partial(ours, fused_qkv=True)),
     # the step that never waits for the device (#46 item 1's host syncs): train.sync_free
     "ours_sync_free": ("ours_sync_free", functools.partial(ours, sync_free=True)),
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import sys
 
 import numpy as np
@@ -117,3 +118,42 @@ def test_layers_compiled_one_by_one_train_as_the_eager_model(tmp_path):
     assert counters["stats"]["unique_graphs"] > graphs  # the layers did compile
     assert losses[True] == pytest.approx(losses[False], rel=1e-4)
     assert len(set(losses[False])) == 3  # three steps on different batches
+
+
+def test_fused_qkv_projections_compute_and_train_as_the_separate_ones(tmp_path):
+    """The suite's fused_qkv A/B (#46 item 2): each attention's Q/K/V projections as one stacked
+    matrix computes the model's own function (logits to fp32 rounding, the same number of
+    weights) and, inside our trainer's engine, its steps' losses."""
+    import train_throughput
+
+    from aiayn.train.engine import init_process
+    from aiayn.train.settings import TrainSettings
+
+    config = build_config(500, "tiny", dropout=0.0)
+    torch.manual_seed(0)
+    separate = Transformer(config).eval()
+    fused = train_throughput.fuse_projections(copy.deepcopy(separate))
+    source, target = torch.randint(4, 500, (3, 7)), torch.randint(4, 500, (3, 5))
+    names = [name for name, _ in fused.named_parameters()]
+    assert sum(".w_qkv." in name for name in names) == 2 * 3 * config.n_layers  # weight, bias
+    assert not any(".w_k." in name for name in names)
+    assert sum(p.numel() for p in fused.parameters()) == sum(
+        p.numel() for p in separate.parameters()
+    )
+    torch.testing.assert_close(fused(source, target), separate(source, target))
+
+    init_process()
+    rng = np.random.default_rng(0)
+    corpus = [list(rng.integers(4, 500, (300, 9))) for _ in range(2)]
+    settings = TrainSettings(tokens_per_step=1000, tokens_per_batch=1250,
+                             checkpoint_every_minutes=None)  # fmt: skip
+    losses = {}
+    for fuse in (False, True):
+        with train_throughput.models_built_as(
+            train_throughput.fuse_projections if fuse else lambda model: model
+        ):
+            trainer = train_throughput.our_trainer(config, corpus, settings, tmp_path / str(fuse))
+        assert any("w_qkv" in name for name, _ in trainer.engine.module.named_parameters()) == fuse
+        steps = [trainer.train_step(save_requested=False, budget_spent=False) for _ in range(3)]
+        losses[fuse] = [loss for loss, *_ in steps]
+    assert losses[True] == pytest.approx(losses[False], rel=1e-5) and len(set(losses[True])) == 3

@@ -162,7 +162,7 @@ def test_the_extras_are_picked_by_name():
     """The smoke run's extras and a call's --extras name them, so that a new extra moves no
     other; an unknown name is refused before anything runs."""
     assert set(gpu_suite.SMOKE_EXTRAS) <= set(gpu_suite.EXTRAS)
-    assert gpu_suite.EXTRAS[:2] == ("compiled_layers", "train_profile")  # most wanted first
+    assert gpu_suite.EXTRAS[:3] == ("fused_qkv", "compiled_layers", "train_profile")  # wanted first
     result = suite("run", "--out", "unused", "--extras", "loss,no_such_extra")
     assert result.returncode == 2 and "no_such_extra" in result.stderr
     assert "decode_compiled" in result.stderr  # the message lists the names there are

@@ -803,16 +803,10 @@ def test_the_sync_free_step_steps_and_skips_exactly_as_deepspeeds_own(tmp_path, 
         skipped_before_reading = trainer.state["skipped_steps"]
         trainer.steps.settle(trainer.state, trainer.folder.newest)
         runs[sync_free] = weights, losses, rates, skipped_before_reading, trainer.state
-    (
-        (shipped, shipped_losses, shipped_rates, _, state),
-        (ours, losses, rates, unread, ours_state),
-    ) = (
-        runs[False],
-        runs[True],
-    )
-    assert trainer.accumulation == 2 and type(trainer.engine.lr_scheduler).__name__ == (
-        "DeviceSchedule"
-    )
+    shipped, shipped_losses, shipped_rates, _, state = runs[False]
+    ours, losses, rates, unread, ours_state = runs[True]
+    assert trainer.accumulation == 2
+    assert type(trainer.engine.lr_scheduler).__name__ == "DeviceSchedule"
     assert state["skipped_steps"] == 1 and (unread, ours_state["skipped_steps"]) == (0, 1)
     assert all(torch.equal(a, b) for a, b in zip(shipped, ours, strict=True))
     assert torch.equal(shipped[0], shipped[1]) and not torch.equal(shipped[1], shipped[2])
