@@ -1,29 +1,18 @@
-"""Benchmark: beam-search speed of our decoder beside a naive one, in the same run.
+"""Benchmark: beam-search speed of our decoder beside a naive one and HF generate(), one run.
 
-Ours: src/aiayn/decode/search.py with cached self-attention keys/values, encoder keys/values
-projected once, finished sentences dropped from the batch, length-sorted batches. Naive: the same
-beam search and batches, but the decoder recomputes the whole prefix at every step. Peer: Hugging
-Face MarianMTModel holding the same weights (bench/marian.py), `generate(num_beams=4)` on the same
-batches, where transformers is installed. All decode the newstest2014 English source (3003
-sentences) with beam 4, max length source + 50; ours and naive use alpha 0.6 and must produce the
-same translations (Marian's length penalty is len^alpha, not GNMT's, so its translations may differ;
-the share that agree is reported). Ours and generate() run `--repeats` times each (2 by default: the
-first run on a GPU also pays its warm-up) and keep their fastest; the naive decoder, many times
-slower, runs once. The model is a trained weights file (--weights with its --subword model), the
-preset trained here by our trainer on a parallel corpus (--train-source, --train-target; its BPE
-learned on them) until its dev outputs stop where translations end (see trained()), or a
-randomly initialised preset with a BPE model trained on the source (a random model rarely emits
-EOS, so most outputs run to the maximum length: a worst case). With --reference, the output's
-length over the reference's (13a tokens) and its sacreBLEU are recorded beside the seconds: a
-model that stops where a translation ends gives about 1. Prints one JSON line; --save writes it
-under bench/results/.
+Ours (src/aiayn/decode/search.py: cached keys/values, finished sentences dropped, length-sorted
+batches); naive: the same search recomputing the whole prefix at every step (must translate the
+same); peer: HF MarianMTModel with the same weights (bench/marian.py), `generate(num_beams=4)` on
+the same batches (its length penalty differs: the share that agree is reported). newstest2014's
+3003 English sentences, beam 4, alpha 0.6. Ours and generate() run --repeats times in alternating
+order, each keeping its fastest; the naive decoder runs once. The model: --weights, or the preset
+trained here on --train-source/--train-target until its dev outputs stop where translations end
+(trained()), or a random preset (outputs run to the maximum length: a worst case). --reference
+adds the output/reference length (13a) and sacreBLEU. docs/benchmarks.md has the figures.
 
-    python bench/decode_speed.py                                   # base, all 3003 sentences
     python bench/decode_speed.py --preset tiny --sentences 100     # CPU-sized
     python bench/decode_speed.py --profile decode.prof.txt         # and where the time goes
-    python bench/decode_speed.py --no-naive --out run.json         # skip the slow baseline
     python bench/decode_speed.py --cache-ab --compile-ab           # also the other layout, compiled
-    python bench/decode_speed.py --ab-against HEAD~1               # A/B: this code vs a revision's
     python bench/decode_speed.py --ab-commit C1 --ab-commit C2     # A/B: each commit vs its parent
     python bench/decode_speed.py --train-source src-train.txt --train-target tgt-train.txt \
         --train-steps 2000 --train-seconds 50 --dev-source newstest2013.en \
@@ -189,17 +178,19 @@ def fastest_runs(model, peer_model, sentences, settings, args) -> tuple[tuple, t
     return best, (min(peer, key=lambda r: r[1]["seconds"]) if peer else None)
 
 
+def agreement(ours, tokens) -> float:
+    """The share of sentences another decoder translated token for token as ours."""
+    return round(sum(a.tokens == b for a, b in zip(ours, tokens, strict=True)) / len(ours), 4)
+
+
 def naive_figures(model, sentences, settings, ours, ours_figures, skip: bool) -> dict:
     """The naive decoder's figures, its speed relative to ours, and whether it agrees."""
     if skip:
         return {"naive_recompute": "skipped: --no-naive"}
     naive, figures = run(model, sentences, settings, incremental=False)
-    same = sum(a.tokens == b.tokens for a, b in zip(ours, naive, strict=True)) / len(ours)
-    return {
-        "naive_recompute": figures,
-        "speedup": round(figures["seconds"] / ours_figures["seconds"], 2),
-        "same_translations": round(same, 4),
-    }
+    return {"naive_recompute": figures,
+            "speedup": round(figures["seconds"] / ours_figures["seconds"], 2),
+            "same_translations": agreement(ours, [h.tokens for h in naive])}  # fmt: skip
 
 
 def variant_figures(model, sentences, settings, ours, ours_figures, args) -> dict:
@@ -211,14 +202,12 @@ def variant_figures(model, sentences, settings, ours, ours_figures, args) -> dic
     variants |= {"compiled": {"compile": True}} if args.compile_ab else {}
     record = {}
     for name, change in variants.items():
-        variant = replace(settings, **change)
-        repeats = args.repeats + (name == "compiled")
+        variant, repeats = replace(settings, **change), args.repeats + (name == "compiled")
         runs = [run(model, sentences, variant, True, args.drop_every) for _ in range(repeats)]
         hypotheses, figures = min(runs, key=lambda r: r[1]["seconds"])
-        same = sum(a.tokens == b.tokens for a, b in zip(ours, hypotheses, strict=True))
         record[f"ours_{name}"] = figures
         record[f"{name}_speedup"] = round(ours_figures["seconds"] / figures["seconds"], 2)
-        record[f"{name}_same_translations"] = round(same / len(ours), 4)
+        record[f"{name}_same_translations"] = agreement(ours, [h.tokens for h in hypotheses])
     return record
 
 
@@ -228,12 +217,9 @@ def peer_figures(ours, ours_figures, peer, skipped: bool = False) -> dict:
         why = "--no-peer" if skipped else "transformers is not installed"
         return {"hf_marian_generate": f"skipped: {why}"}
     tokens, figures = peer
-    agree = sum(a.tokens == b for a, b in zip(ours, tokens, strict=True)) / len(ours)
-    return {
-        "hf_marian_generate": figures,
-        "speedup_vs_hf": round(figures["seconds"] / ours_figures["seconds"], 2),
-        "same_translations_as_hf": round(agree, 4),
-    }
+    return {"hf_marian_generate": figures,
+            "speedup_vs_hf": round(figures["seconds"] / ours_figures["seconds"], 2),
+            "same_translations_as_hf": agreement(ours, tokens)}  # fmt: skip
 
 
 def model_name(args) -> str:
@@ -245,67 +231,39 @@ def model_name(args) -> str:
 
 def main() -> None:
     parser = benchlib.parser(__doc__)
-    parser.add_argument("--source", type=Path, default=NEWSTEST2014)
-    parser.add_argument("--sentences", type=int, default=None, help="first N (default: all)")
-    parser.add_argument("--preset", default="base")
-    parser.add_argument("--vocab", type=int, default=8000, help="BPE size for a random model")
-    parser.add_argument("--weights", help="a trained weights file (runs/EXP/averaged.safetensors)")
-    parser.add_argument("--subword", help="its sentencepiece model (data/DATASET/spm/bpe.model)")
-    parser.add_argument("--train-source", type=Path, help="parallel text to train the preset on")
-    parser.add_argument("--train-target", type=Path, help="its other side, line by line")
-    parser.add_argument("--train-steps", type=int, default=0, help="our trainer's steps on it")
-    parser.add_argument("--train-tokens", type=int, default=25000, help="target tokens a step")
-    parser.add_argument("--train-seconds", type=float, help="or stop training after this long")
-    parser.add_argument("--train-warmup", type=int, default=200, help="warm-up steps")
-    parser.add_argument(
-        "--train-peak-lr", type=float, default=7e-4, help="at the warm-up's end (paper: 7e-4)"
-    )
-    parser.add_argument("--dev-source", type=Path, help="stop training once its outputs stop")
-    parser.add_argument("--dev-reference", type=Path, help="--dev-source's references")
-    parser.add_argument("--dev-sentences", type=int, default=300, help="the first N of it")
-    parser.add_argument("--dev-every", type=int, default=100, help="steps between dev checks")
-    parser.add_argument("--reference", type=Path, help="the source's reference translations")
-    parser.add_argument("--beam", type=int, default=4)
-    parser.add_argument("--batch-tokens", type=int, default=4000)
-    parser.add_argument(
-        "--repeats", type=int, default=2, help="runs of ours and HF each; the fastest counts"
-    )
-    parser.add_argument("--save", action="store_true")
-    parser.add_argument("--out", type=Path, help="also write the JSON record to this file")
-    parser.add_argument(
-        "--no-naive", action="store_true", help="skip the naive decoder (many times slower)"
-    )
-    parser.add_argument(
-        "--drop-every",
-        type=int,
-        help="finished sentences leave the batch every N search steps (default: the device's)",
-    )
-    parser.add_argument("--no-peer", action="store_true", help="skip HF generate()")
-    parser.add_argument(
-        "--cache-ab",
-        action="store_true",
-        help="also decode with decode.cache ancestry (ours is the gather cache): speed, same?",
-    )
-    parser.add_argument(
-        "--compile-ab",
-        action="store_true",
-        help="also decode with decode.compile (torch.compile of the step): speed, same?",
-    )
-    parser.add_argument(
-        "--ab-against",
-        metavar="REVISION",
-        help="also decode with that git revision's src/ (bench/ab.py): speed ratio, same output?",
-    )
-    parser.add_argument(
-        "--ab-commit",
-        metavar="COMMIT",
-        action="append",
-        default=[],
-        help="also decode with that commit's src/ and its parent's (repeatable): what it bought",
-    )
-    parser.add_argument(
-        "--profile", type=Path, help="also write a torch.profiler table of our decoder here"
-    )
+    add = parser.add_argument
+    add("--source", type=Path, default=NEWSTEST2014)
+    add("--sentences", type=int, default=None, help="first N (default: all)")
+    add("--preset", default="base")
+    add("--vocab", type=int, default=8000, help="BPE size for a random model")
+    add("--weights", help="a trained weights file (runs/EXP/averaged.safetensors)")
+    add("--subword", help="its sentencepiece model (data/DATASET/spm/bpe.model)")
+    add("--train-source", type=Path, help="parallel text to train the preset on")
+    add("--train-target", type=Path, help="its other side, line by line")
+    add("--train-steps", type=int, default=0, help="our trainer's steps on it")
+    add("--train-tokens", type=int, default=25000, help="target tokens a step")
+    add("--train-seconds", type=float, help="or stop training after this long")
+    add("--train-warmup", type=int, default=200, help="warm-up steps")
+    add("--train-peak-lr", type=float, default=7e-4, help="at the warm-up's end (paper: 7e-4)")
+    add("--dev-source", type=Path, help="stop training once its outputs stop")
+    add("--dev-reference", type=Path, help="--dev-source's references")
+    add("--dev-sentences", type=int, default=300, help="the first N of it")
+    add("--dev-every", type=int, default=100, help="steps between dev checks")
+    add("--reference", type=Path, help="the source's reference translations")
+    add("--beam", type=int, default=4)
+    add("--batch-tokens", type=int, default=4000)
+    add("--repeats", type=int, default=2, help="runs of ours and HF each; the fastest counts")
+    add("--save", action="store_true")
+    add("--out", type=Path, help="also write the JSON record to this file")
+    add("--no-naive", action="store_true", help="skip the naive decoder (many times slower)")
+    add("--drop-every", type=int, help="finished sentences leave the batch every N steps")
+    add("--no-peer", action="store_true", help="skip HF generate()")
+    add("--cache-ab", action="store_true", help="also decode with decode.cache ancestry")
+    add("--compile-ab", action="store_true", help="also decode with decode.compile")
+    add("--ab-against", metavar="REVISION", help="also decode with that revision's src/ (ab.py)")
+    add("--ab-commit", metavar="COMMIT", action="append", default=[],
+        help="also decode with that commit's src/ and its parent's (repeatable)")  # fmt: skip
+    add("--profile", type=Path, help="also write a torch.profiler table of our decoder here")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")

@@ -1,27 +1,19 @@
 """Benchmark: training throughput of our trainer beside a naive and a peer baseline, in one run.
 
-Ours: the trainer itself (aiayn.train.trainer.Trainer.train_step, what `python -m
-aiayn.train.trainer` runs) on the corpus binarized to a temporary folder: the paper's model in the
-DeepSpeed engine, length-bucketed token batches padded to multiples of 8 and prepared while the
-device computes, bf16 where the device has it. Naive: the same dimensions built from
-torch.nn.Transformer, fp32, batches of a fixed number of sentences in random order (no bucketing),
-plain Adam. Peer: Hugging Face MarianMTModel with the same dimensions and initial weights on our
-batches (prepared ahead as ours are) with our loss, bf16 autocast where available, torch's (fused)
-Adam (bench/marian.py; where transformers is installed). All train on the same synthetic corpus,
-whose sentence lengths follow a WMT-like distribution. Reported: real (non-pad) target tokens per
-second and, on a GPU, model-FLOPs utilisation against the device's peak. Each trainer runs
-`--rounds` times (2: in opposite orders) and keeps its fastest run. The record is rewritten to --out
-after every trainer, so a run stopped at a time limit keeps what it measured. Prints one JSON line;
---save writes it under bench/results/.
+Ours: the workflow's Trainer.train_step (the DeepSpeed engine, length-bucketed batches padded to
+8 and prepared while the device computes, bf16 where the device has it) on a synthetic corpus
+with WMT-like lengths, binarized to a temporary folder. Naive: torch.nn.Transformer of the same
+dimensions, fp32, fixed sentence counts in random order, plain Adam. Peer: HF MarianMTModel with
+the same dimensions and weights (bench/marian.py) on our batches with our loss, bf16 autocast,
+torch's Adam. Reported: real target tokens per second and, on a GPU, model-FLOPs utilisation.
+Each trainer runs --rounds times (in alternating order) and keeps its fastest; the record is
+rewritten to --out after each, so a run cut at a time limit keeps what it measured. The A/B
+trainers (TRAINERS) each change one train setting or the model's layout; docs/benchmarks.md.
 
     python bench/train_throughput.py                         # base and big at the paper's batch
     python bench/train_throughput.py --presets tiny --tokens 2000 --steps 3   # CPU-sized
-    python bench/train_throughput.py --trainers ours,ours_compiled_layers  # compile by layer A/B
     python bench/train_throughput.py --profile train.prof.txt   # and where our step's time goes
-    python bench/train_throughput.py --trainers ours_sliced_loss,ours_compiled_loss  # loss A/B
-    python bench/train_throughput.py --presets base --trainers ours,hf --rounds 1   # some only
     python bench/train_throughput.py --trainers ours,ours_sync_free  # train.sync_free's A/B
-    python bench/train_throughput.py --trainers ours,ours_fused_qkv  # fused Q/K/V projections
 """
 
 from __future__ import annotations
@@ -227,34 +219,20 @@ class NaiveTransformer(torch.nn.Module):
     def __init__(self, config):
         super().__init__()
         self.embed = torch.nn.Embedding(config.vocab_size, config.d_model, padding_idx=0)
-        self.core = torch.nn.Transformer(
-            config.d_model,
-            config.n_heads,
-            config.n_layers,
-            config.n_layers,
-            config.d_ff,
-            config.dropout,
-            batch_first=True,
-        )
+        self.core = torch.nn.Transformer(config.d_model, config.n_heads, config.n_layers,
+                                         config.n_layers, config.d_ff, config.dropout,
+                                         batch_first=True)  # fmt: skip
         self.register_buffer("positions", sinusoidal_positions(1024, config.d_model))
 
     def embed_with_positions(self, ids):
         return self.embed(ids) * math.sqrt(self.embed.embedding_dim) + self.positions[: ids.size(1)]
 
     def forward(self, source, target_in):
-        embed = self.embed_with_positions
-        length = target_in.size(1)
-        causal = torch.ones(length, length, dtype=torch.bool, device=target_in.device).triu(
-            1
-        )  # True = hidden
-        out = self.core(
-            embed(source),
-            embed(target_in),
-            tgt_mask=causal,
-            src_key_padding_mask=source == 0,
-            tgt_key_padding_mask=target_in == 0,
-            memory_key_padding_mask=source == 0,
-        )
+        embed, length = self.embed_with_positions, target_in.size(1)
+        hidden = torch.ones(length, length, dtype=torch.bool, device=target_in.device).triu(1)
+        out = self.core(embed(source), embed(target_in), tgt_mask=hidden,
+                        src_key_padding_mask=source == 0, tgt_key_padding_mask=target_in == 0,
+                        memory_key_padding_mask=source == 0)  # fmt: skip
         return out @ self.embed.weight.T
 
 
@@ -302,21 +280,14 @@ def naive(config, corpus, args, device):
     rng = np.random.default_rng(2)
 
     def step():
-        indices = rng.choice(
-            len(sources), per_batch * max(1, round(args.tokens / batch_tokens)), replace=False
-        )
-        total = 0
+        count = per_batch * max(1, round(args.tokens / batch_tokens))
+        indices, total = rng.choice(len(sources), count, replace=False), 0
         optimizer.zero_grad(set_to_none=True)
         for chunk in np.array_split(indices, max(1, len(indices) // per_batch)):
             batch = collate(sources, targets, chunk).to(device)
             logits = model(batch.source, batch.target_in)
-            loss = F.cross_entropy(
-                logits.reshape(-1, logits.size(-1)),
-                batch.target_out.reshape(-1),
-                ignore_index=0,
-                label_smoothing=0.1,
-            )
-            loss.backward()
+            F.cross_entropy(logits.flatten(0, 1), batch.target_out.flatten(), ignore_index=0,
+                            label_smoothing=0.1).backward()  # fmt: skip
             total += batch.target_tokens
         optimizer.step()
         return total
@@ -407,43 +378,24 @@ def measure_preset(preset: str, corpus, args, device, peak, write) -> dict:
 
 def main() -> None:
     parser = benchlib.parser(__doc__)
-    parser.add_argument("--presets", nargs="+", default=["base", "big"])
-    parser.add_argument(
-        "--tokens", type=int, default=25000, help="target tokens per optimizer step"
-    )
-    parser.add_argument("--batch-tokens", type=int, default=25000, help="tokens per forward pass")
-    parser.add_argument("--vocab", type=int, default=37000)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--pairs", type=int, default=20000)
-    parser.add_argument(
-        "--precision",
-        choices=["bf16", "fp32"],
-        help="train.precision of ours (default: the trainer's auto, bf16 where the device has it)",
-    )
-    parser.add_argument(
-        "--trainers",
-        type=benchlib.comma_list(TRAINERS, "trainers"),
-        default=["ours", "naive", "hf"],
-        help=f"which of {', '.join(TRAINERS)}, in this order (default: ours,naive,hf)",
-    )
-    parser.add_argument(
-        "--rounds", type=int, default=2, help="runs of each trainer; its fastest counts"
-    )
-    parser.add_argument(
-        "--measured-peak-tflops",
-        type=float,
-        help="the device's measured bf16 matmul rate (bench/gpu_suite.py's device part): MFU "
-        "is then also given against it, beside the data-sheet peak",
-    )
-    parser.add_argument("--save", action="store_true")
-    parser.add_argument("--out", type=Path, help="also write the JSON record to this file")
-    parser.add_argument(
-        "--profile", type=Path, help="also write a torch.profiler table of our step per preset"
-    )
-    parser.add_argument(
-        "--profile-only", action="store_true", help="with --profile: no trainer is timed"
-    )
+    add = parser.add_argument
+    add("--presets", nargs="+", default=["base", "big"])
+    add("--tokens", type=int, default=25000, help="target tokens per optimizer step")
+    add("--batch-tokens", type=int, default=25000, help="tokens per forward pass")
+    add("--vocab", type=int, default=37000)
+    add("--steps", type=int, default=20)
+    add("--warmup", type=int, default=3)
+    add("--pairs", type=int, default=20000)
+    add("--precision", choices=["bf16", "fp32"], help="train.precision (default: the trainer's)")
+    add("--trainers", type=benchlib.comma_list(TRAINERS, "trainers"),
+        default=["ours", "naive", "hf"], help=f"some of {', '.join(TRAINERS)}")  # fmt: skip
+    add("--rounds", type=int, default=2, help="runs of each trainer; its fastest counts")
+    add("--measured-peak-tflops", type=float,
+        help="the measured bf16 matmul rate (gpu_suite.py): MFU also against it")  # fmt: skip
+    add("--save", action="store_true")
+    add("--out", type=Path, help="also write the JSON record to this file")
+    add("--profile", type=Path, help="also write a torch.profiler table of our step per preset")
+    add("--profile-only", action="store_true", help="with --profile: no trainer is timed")
     args = parser.parse_args()
     if args.profile_only and not args.profile:
         parser.error("--profile-only needs --profile FILE")

@@ -122,6 +122,29 @@ def test_a_parser_is_refused_by_translate_with_the_workflow_command(project, cap
     assert "runs/parser_sample/decode/averaged/test.trees" in error
 
 
+def test_lengths_names_what_is_missing_before_any_work(project, capsys):
+    """`aiayn lengths` needs a trained experiment and a split the workflow binarized: each gap
+    is one line that says what to run."""
+
+    def lengths(*args: str) -> str:
+        assert main(["lengths", "--workdir", str(project), "-e", "tiny", *args]) == 1
+        return capsys.readouterr().err
+
+    assert "experiment 'tiny' has no averaged model yet" in lengths()
+    made = [project / "runs/tiny/averaged.safetensors", project / "data/toy/spm/bpe.model"]
+    for path in made:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    try:
+        error = lengths("--split", "nope")
+        assert "--split nope: dataset toy has no such split (it has train, dev, test)" in error
+        error = lengths("--split", "dev")
+        assert "split dev of toy is not binarized" in error and "decode rule" in error
+    finally:
+        for path in made:
+            path.unlink()
+
+
 def test_input_lines_are_split_on_newlines_only(tmp_path):
     """U+2028, U+0085, a form feed, U+001C and a lone CR are text inside a line, as the data
     stages read it (str.splitlines broke 6 lines into 11, misaligned with their input)."""

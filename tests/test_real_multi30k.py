@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT, copy_project, run_snakemake, shared
+from tests.conftest import copy_project, run_snakemake, shared
 from tests.real_data import load_json, write_overlay
 
 pytestmark = [pytest.mark.timeout(1800), pytest.mark.system]
@@ -90,17 +90,16 @@ def test_multi30k_data_are_the_public_files_unchanged(multi30k_run):
     assert cleaned["input_pairs"] == 29000 and cleaned["kept_pairs"] >= 28000
 
 
-def test_the_short_outputs_bench_decodes_as_the_workflow_and_accounts_for_every_output(
-    multi30k_run,
-):
-    """bench/short_outputs.py on the run: its averaged and last-checkpoint beam decodes score
-    what the workflow's decode and score rules gave, and its counts add up."""
-    command = [sys.executable, str(PROJECT / "bench" / "short_outputs.py"), "--workdir"]
+def test_aiayn_lengths_decodes_as_the_workflow_and_accounts_for_every_output(multi30k_run):
+    """`aiayn lengths` on the run: its averaged and last-checkpoint beam decodes score what the
+    workflow's decode and score rules gave, and its counts add up."""
+    command = [str(Path(sys.executable).parent / "aiayn"), "lengths", "--workdir"]
     command += [str(multi30k_run), "--experiment", "multi30k_ci", "--alphas", "0.6", "1.0"]
-    command += ["--configfile", "ci.yaml"]
+    command += ["--configfile", "ci.yaml", "--threads", "2"]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads(result.stdout)
+    assert record["experiment"] == "multi30k_ci" and record["split"] == "val"
     scores = multi30k_run / "results" / "multi30k" / "scores" / "multi30k_ci"
     rows = {row["weights"]: row for row in record["checkpoints"]}
     assert len(rows) == MULTI30K_CI_EXPERIMENT["train"]["average_last"] + 1

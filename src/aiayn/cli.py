@@ -5,26 +5,33 @@
                     [--device auto|cpu|cuda]
     aiayn config [--configfile F ...] [--workdir D]
     aiayn results [--workdir D]
+    aiayn lengths --experiment NAME [--configfile F ...] [--split S] [--alpha A] [--output F]
 
 `translate` is like fairseq-interactive or marian-decoder, but the model, the BPE and the
 decoding settings are found from the experiment's name, as the workflow's decode rule finds
 them. `config` validates config.yaml and the config files on top as the Snakefile does and
 prints the result with every default filled in: what the workflow will run with. `results` says,
 for every study committed under results/, whether this checkout's code and configs would rewrite
-it, and from which stage on (exit 1 if any would be).
+it, and from which stage on (exit 1 if any would be). `lengths` says whether short
+translations are the search's fault or the model's (aiayn.decode.lengths).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from aiayn.errors import InputError
 from aiayn.logs import setup_logging
 from aiayn.textio import atomic_output
+
+if TYPE_CHECKING:
+    from aiayn.decode.settings import DecodeSettings
 
 log = logging.getLogger("aiayn")
 
@@ -68,6 +75,21 @@ def parser() -> argparse.ArgumentParser:
         "it recorded with this checkout's; exit 1 if any study is stale.",
     )
     results.add_argument("--workdir", type=Path, default=Path("."), help="the workflow's folder")
+    lengths = commands.add_parser(
+        "lengths",
+        help="why an experiment's translations are short: search or model",
+        description="On one split, decode with each kept checkpoint and the averaged model and "
+        "report BLEU, brevity penalty and length ratio; then, for the averaged model, the other "
+        "EOS rule, whether the model scores short outputs' references higher, how likely EOS is "
+        "on the reference path, and an alpha sweep. One JSON record (stdout or --output).",
+    )
+    lengths.add_argument("--experiment", "-e", required=True, help="an experiment's name")
+    add_config_arguments(lengths)
+    lengths.add_argument("--split", help="which split (default: the experiment's dev split)")
+    lengths.add_argument("--alpha", type=float, help="length penalty (default: the experiment's)")
+    lengths.add_argument("--alphas", type=float, nargs="+", help="the sweep's (0.6 to 2.0)")
+    lengths.add_argument("--threads", type=int, help="torch's CPU threads (default: torch's)")
+    lengths.add_argument("--output", "-o", type=Path, help="where to write (default: stdout)")
     return cli
 
 
@@ -86,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     setup_logging()
     try:
-        commands = {"config": run_config, "results": run_results, "translate": run_translate}
+        commands = {"config": run_config, "results": run_results, "translate": run_translate,
+                    "lengths": run_lengths}  # fmt: skip
         return commands[args.command](args)
     except InputError as err:
         log.error("%s", err)
@@ -99,14 +122,54 @@ def run_translate(args: argparse.Namespace) -> int:
     check_input(args.input)
     check_output(args.output)
     device = check_device(args.device)
-    model_path, subword_path, settings, trained_words = locate(args)
+    found = locate(args)
     lines = read_input(args.input)
-    log.info("%s: %d lines, %s", model_path, len(lines), settings)
-    warn_of_long_lines(lines, trained_words)
+    log.info("%s: %d lines, %s", found.model, len(lines), found.settings)
+    warn_of_long_lines(lines, found.trained_words)
     translations = translate_lines(
-        model_path, subword_path, lines, settings, device, experiment=args.experiment
+        found.model, found.subword, lines, found.settings, device, experiment=args.experiment
     )
     text = "".join(line + "\n" for line in translations)
+    if args.output:
+        with atomic_output(args.output) as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def run_lengths(args: argparse.Namespace) -> int:
+    import json
+
+    import torch
+
+    from aiayn.config import paths
+    from aiayn.decode.lengths import ALPHAS, measure, split_files
+    from aiayn.flops import device_name
+    from aiayn.report.run_record import commit_of
+
+    check_output(args.output)
+    found = locate(args)
+    split = args.split or found.entry["dev_split"]
+    if split not in found.dataset["splits"]:
+        known = ", ".join(found.dataset["splits"])
+        raise InputError(f"--split {split}: dataset {found.entry['dataset']} has no such split "
+                         f"(it has {known})")  # fmt: skip
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    files = split_files(args.workdir, found.entry, found.dataset, split)
+    if not Path(files["source"] + ".bin").is_file() or not files["reference"].is_file():
+        raise InputError(f"split {split} of {found.entry['dataset']} is not binarized in "
+                         f"{args.workdir} ({files['source']}.bin): run the workflow's stages "
+                         "for it first, e.g. its decode rule")  # fmt: skip
+    run_dir = args.workdir / paths.run_dir(args.experiment)
+    figures = measure(found.model, found.subword, run_dir, files, found.settings,
+                      args.alphas or ALPHAS)  # fmt: skip
+    code = commit_of(Path(__file__).resolve().parents[2])  # None outside a git checkout
+    record = {"experiment": args.experiment, "split": split, "workdir": str(args.workdir),
+              "device": device_name(torch.device("cpu")), **code,
+              "command": shlex.join(["aiayn", *sys.argv[1:]]), **figures}  # fmt: skip
+    text = json.dumps(record, indent=1) + "\n"
     if args.output:
         with atomic_output(args.output) as handle:
             handle.write(text)
@@ -154,7 +217,16 @@ def run_results(args: argparse.Namespace) -> int:
     return 1 if stale else 0
 
 
-def locate(args: argparse.Namespace):
+class Located(NamedTuple):
+    model: Path  # the averaged model
+    subword: Path  # its sentencepiece model
+    settings: DecodeSettings  # the experiment's, with the command line's overrides
+    trained_words: int  # the longest sentence the clean stage kept, in words
+    entry: dict  # the experiment, as the workflow resolved it
+    dataset: dict  # its dataset's settings
+
+
+def locate(args: argparse.Namespace) -> Located:
     """The averaged model, BPE model and decode settings of the experiment, with overrides."""
     from aiayn.config import paths
     from aiayn.config.experiments import resolve_evaluation
@@ -165,13 +237,9 @@ def locate(args: argparse.Namespace):
     config = load_config(root, [root / path for path in args.configfile])
     entry = Plan(config).runs.entry(args.experiment)
     settings = resolve_evaluation(entry, config["datasets"])["decode"]
-    trained_words = config["datasets"][entry["dataset"]]["clean"]["max_tokens"]
-    overrides = {
-        "beam": args.beam,
-        "alpha": args.alpha,
-        "batch_tokens": args.batch_tokens,
-        "finalize": args.finalize,
-    }
+    dataset = config["datasets"][entry["dataset"]]
+    names = ("beam", "alpha", "batch_tokens", "finalize")
+    overrides = {name: getattr(args, name, None) for name in names}
     try:
         settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
     except ValueError as err:
@@ -193,7 +261,8 @@ def locate(args: argparse.Namespace):
                 f"`snakemake --cores all {target}` (and the same --configfile)"
             )
     log.info("decode settings: %s", asdict(settings))
-    return model_path, subword_path, settings, trained_words
+    trained_words = dataset["clean"]["max_tokens"]
+    return Located(model_path, subword_path, settings, trained_words, entry, dataset)
 
 
 def warn_of_long_lines(lines: list[str], trained_words: int) -> list[int]:
