@@ -131,6 +131,7 @@ def test_lengths_names_what_is_missing_before_any_work(project, capsys):
         return capsys.readouterr().err
 
     assert "experiment 'tiny' has no averaged model yet" in lengths()
+    assert "--alphas: nan is not a finite length penalty" in lengths("--alphas", "1", "nan")
     made = [project / "runs/tiny/averaged.safetensors", project / "data/toy/spm/bpe.model"]
     for path in made:
         path.parent.mkdir(parents=True, exist_ok=True)

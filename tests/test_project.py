@@ -453,6 +453,10 @@ def test_the_fidelity_page_quotes_the_short_outputs_measurements():
     run_record = study_record("multi30k")["experiments"]["multi30k_small"]
     assert record["settings"]["alpha"] == 0.6  # the paper's, whose effect was measured
     assert run_record["decode"]["alpha"] == experiment["decode"]["alpha"]
+    # the committed model's: the sweep at the config's alpha is the committed val score
+    val = PROJECT / "results/multi30k/scores/multi30k_small/averaged/val.json"
+    at_alpha = next(row for row in sweep if row["alpha"] == experiment["decode"]["alpha"])
+    assert at_alpha["bleu"] == round(json.loads(val.read_text())["sacrebleu"]["score"], 2)
 
 
 def test_readme_quotes_the_committed_wmt14_sample_run():

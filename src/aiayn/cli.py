@@ -129,17 +129,22 @@ def run_translate(args: argparse.Namespace) -> int:
     translations = translate_lines(
         found.model, found.subword, lines, found.settings, device, experiment=args.experiment
     )
-    text = "".join(line + "\n" for line in translations)
-    if args.output:
-        with atomic_output(args.output) as handle:
-            handle.write(text)
-    else:
-        sys.stdout.write(text)
+    write_output(args.output, "".join(line + "\n" for line in translations))
     return 0
+
+
+def write_output(path: Path | None, text: str) -> None:
+    """To --output whole or not at all (a failed run leaves no half file), else to stdout."""
+    if path is None:
+        sys.stdout.write(text)
+        return
+    with atomic_output(path) as handle:
+        handle.write(text)
 
 
 def run_lengths(args: argparse.Namespace) -> int:
     import json
+    import math
 
     import torch
 
@@ -149,6 +154,9 @@ def run_lengths(args: argparse.Namespace) -> int:
     from aiayn.report.run_record import commit_of
 
     check_output(args.output)
+    for alpha in args.alphas or ():
+        if not math.isfinite(alpha):
+            raise InputError(f"--alphas: {alpha} is not a finite length penalty")
     found = locate(args)
     split = args.split or found.entry["dev_split"]
     if split not in found.dataset["splits"]:
@@ -169,12 +177,7 @@ def run_lengths(args: argparse.Namespace) -> int:
     record = {"experiment": args.experiment, "split": split, "workdir": str(args.workdir),
               "device": device_name(torch.device("cpu")), **code,
               "command": shlex.join(["aiayn", *sys.argv[1:]]), **figures}  # fmt: skip
-    text = json.dumps(record, indent=1) + "\n"
-    if args.output:
-        with atomic_output(args.output) as handle:
-            handle.write(text)
-    else:
-        sys.stdout.write(text)
+    write_output(args.output, json.dumps(record, indent=1) + "\n")
     return 0
 
 
@@ -248,8 +251,8 @@ def locate(args: argparse.Namespace) -> Located:
         trees = paths.decode_output("trees", entry["name"], "averaged", "test")
         raise InputError(
             f"experiment {entry['name']!r} parses (decode.constrain: {settings.constrain}): "
-            "`aiayn translate` translates text; a parser's trees come from the workflow, "
-            f"e.g. `snakemake --cores all {trees}`"
+            f"`aiayn {args.command}` works on translations; a parser's trees come from the "
+            f"workflow, e.g. `snakemake --cores all {trees}`"
         )
     model_path = root / paths.averaged_model(entry["name"])
     subword_path = root / paths.subword_file("model", entry["dataset"])
