@@ -19,9 +19,10 @@ import tempfile
 from io import BytesIO
 from pathlib import Path
 
+import benchlib
 import torch
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = benchlib.PROJECT
 
 # Run by each side with its own src/ first on the path; it uses only what every revision since
 # the decode settings moved to aiayn.decode.settings has: Transformer, TransformerConfig,
@@ -103,11 +104,9 @@ def compare(model, sentences, settings, revision: str, repeats: int, ours=None) 
             "baseline": revision_src(revision, scratch / "baseline"),
         }
         runs = {side: [] for side in sides}
-        for repeat in range(repeats):
-            order = list(sides) if repeat % 2 == 0 else list(reversed(sides))
-            for side in order:
-                out = scratch / f"{side}.json"
-                runs[side].append(decode_once(sides[side], scratch / "job.json", out))
+        for side in benchlib.alternating(list(sides), repeats):
+            out = scratch / f"{side}.json"
+            runs[side].append(decode_once(sides[side], scratch / "job.json", out))
     ours, baseline = (min(runs[side], key=lambda r: r["seconds"]) for side in ("ours", "baseline"))
     same = sum(a == b for a, b in zip(ours["tokens"], baseline["tokens"], strict=True))
     return {

@@ -128,6 +128,21 @@ def measure(step: Callable[[], int], steps: int, warmup: int, device) -> float:
     return done / (time.perf_counter() - start)
 
 
+def alternating(names, rounds: int):
+    """`names` `rounds` times, every second round in reverse order: on a shared machine the
+    position in the sequence alone moved a figure by up to 25%, so the sides meet the same
+    noise, and each keeps its fastest run."""
+    for index in range(rounds):
+        yield from names if index % 2 == 0 else reversed(names)
+
+
+def rss_growth(results: list[dict], keys) -> dict:
+    """Peak RSS at the largest size over the smallest's, per measurement (1.0 = flat)."""
+    smallest, largest = results[0], results[-1]
+    return {key: round(largest[key]["peak_rss_mib"] / smallest[key]["peak_rss_mib"], 2)
+            for key in keys}  # fmt: skip
+
+
 def profiler_table(run: Callable[[], object], cuda: bool, row_limit: int = 30) -> str:
     """run() under torch.profiler; the operators ranked by their own time on the device (CPU
     time on a CPU), headed by what they are sorted by. On a GPU, a second table ranks them by

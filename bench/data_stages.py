@@ -92,18 +92,13 @@ def main() -> None:
                 )
                 row[method] = {**figures, "lines_per_s": round(size / figures["seconds"])}
             results.append(row)
-    smallest, largest = results[0], results[-1]
     record = {
         "bench": "data_stages",
         "device": benchlib.device_name(),
         **benchlib.stamp(),
         "threads": args.threads,
         "results": results,
-        # How peak memory grows from the smallest to the largest corpus (1.0 = flat).
-        "rss_growth": {
-            method: round(largest[method]["peak_rss_mib"] / smallest[method]["peak_rss_mib"], 2)
-            for method in (*BPE_METHODS, *BINARIZE_METHODS)
-        },
+        "rss_growth": benchlib.rss_growth(results, (*BPE_METHODS, *BINARIZE_METHODS)),
     }
     benchlib.finish(record, "cpu", args.save)
 

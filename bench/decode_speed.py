@@ -168,12 +168,11 @@ def fastest_runs(model, peer_model, sentences, settings, args) -> tuple[tuple, t
     """Ours and the peer `--repeats` times each, in alternating order so that both meet the
     same noise of a shared machine, keeping each one's fastest run."""
     ours, peer = [], []
-    for repeat in range(args.repeats):
-        for who in ("ours", "peer") if repeat % 2 == 0 else ("peer", "ours"):
-            if who == "ours":
-                ours.append(run(model, sentences, settings, True, args.drop_every))
-            elif peer_model is not None:
-                peer.append(run_peer(peer_model, sentences, args))
+    for who in benchlib.alternating(("ours", "peer"), args.repeats):
+        if who == "ours":
+            ours.append(run(model, sentences, settings, True, args.drop_every))
+        elif peer_model is not None:
+            peer.append(run_peer(peer_model, sentences, args))
     best = min(ours, key=lambda r: r[1]["seconds"])
     return best, (min(peer, key=lambda r: r[1]["seconds"]) if peer else None)
 

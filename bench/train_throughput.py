@@ -323,13 +323,6 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
 }
 
 
-def rounds_of(trainers: list[str], rounds: int):
-    """The trainers `rounds` times, every second round in reverse order: on a shared CPU the
-    position in the sequence alone moved a figure by up to 25%, so each keeps its faster run."""
-    for index in range(rounds):
-        yield from trainers if index % 2 == 0 else reversed(trainers)
-
-
 def utilisation(flops_per_s: float, datasheet_tflops, measured_tflops) -> dict:
     """Model-FLOPs utilisation against the data sheet's dense bf16 peak (None where the device
     is not in PEAK_TFLOPS) and, when given, against the rate measured on this device."""
@@ -352,7 +345,7 @@ def measure_preset(preset: str, corpus, args, device, peak, write) -> dict:
     }
     args.rows.append(row)
     best: dict[str, float] = {}
-    for name in rounds_of([] if args.profile_only else args.trainers, args.rounds):
+    for name in benchlib.alternating([] if args.profile_only else args.trainers, args.rounds):
         key, trainer = TRAINERS[name]
         torch.manual_seed(0)
         result = trainer(config, corpus, args, device)

@@ -129,7 +129,6 @@ def main() -> None:
                 row[stage] = benchlib.in_child(__file__, stage, folder, *sizes)
                 print(f"{pairs} pairs: {stage} {row[stage]}", file=sys.stderr, flush=True)
             results.append(row)
-    smallest, largest = results[0], results[-1]
     record = {
         "bench": "wmt_rehearsal",
         "device": benchlib.device_name(),
@@ -137,11 +136,7 @@ def main() -> None:
         "threads": args.threads,
         "preset": str(PRESET.relative_to(PROJECT)),
         "results": results,
-        # Peak memory of the largest corpus over the smallest's, per stage (1.0 = flat).
-        "rss_growth": {
-            stage: round(largest[stage]["peak_rss_mib"] / smallest[stage]["peak_rss_mib"], 2)
-            for stage in STAGES
-        },
+        "rss_growth": benchlib.rss_growth(results, STAGES),
     }
     benchlib.finish(record, "cpu", args.save)
 
