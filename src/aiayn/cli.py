@@ -149,7 +149,7 @@ def run_lengths(args: argparse.Namespace) -> int:
     import torch
 
     from aiayn.config import paths
-    from aiayn.decode.lengths import ALPHAS, measure, split_files
+    from aiayn.decode.lengths import ALPHAS, Split, measure, split_files
     from aiayn.flops import device_name
     from aiayn.report.run_record import commit_of
 
@@ -171,8 +171,8 @@ def run_lengths(args: argparse.Namespace) -> int:
                          f"{args.workdir} ({files['source']}.bin): run the workflow's stages "
                          "for it first, e.g. its decode rule")  # fmt: skip
     run_dir = args.workdir / paths.run_dir(args.experiment)
-    figures = measure(found.model, found.subword, run_dir, files, found.settings,
-                      args.alphas or ALPHAS)  # fmt: skip
+    split_data = Split.read(found.subword, files)
+    figures = measure(found.model, run_dir, split_data, found.settings, args.alphas or ALPHAS)
     code = commit_of(Path(__file__).resolve().parents[2])  # None outside a git checkout
     record = {"experiment": args.experiment, "split": split, "workdir": str(args.workdir),
               "device": device_name(torch.device("cpu")), **code,

@@ -16,8 +16,9 @@ averaged model, beam and greedy, and for the averaged model also asks:
 
 from __future__ import annotations
 
+import functools
 import logging
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -47,20 +48,37 @@ def bleu_and_length(lines: list[str], references: list[str]) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class Split:
+    """One split as ids and as text, read once for every model probed on it."""
+
+    processor: spm.SentencePieceProcessor  # detokenizes the outputs
+    sources: list[np.ndarray]
+    targets: list[np.ndarray]
+    references: list[str]
+
+    @classmethod
+    def read(cls, subword: Path, files: dict) -> Split:
+        """`files` as split_files gives them."""
+        return cls(
+            spm.SentencePieceProcessor(model_file=str(subword)),
+            list(IndexedDataset(files["source"])),
+            list(IndexedDataset(files["target"])),
+            files["reference"].read_text(encoding="utf-8").splitlines(),
+        )
+
+
 class Probe:
     """One model on one split: decodes it, and scores given outputs as the search does."""
 
-    def __init__(self, weights: Path, subword: Path, split: dict):
+    def __init__(self, weights: Path, split: Split):
         self.model, _ = load_model(weights, torch.device("cpu"))
-        self.processor = spm.SentencePieceProcessor(model_file=str(subword))
-        self.sources = list(IndexedDataset(split["source"]))
-        self.targets = list(IndexedDataset(split["target"]))
-        self.references = split["reference"].read_text(encoding="utf-8").splitlines()
+        self.split = split
 
     def decode(self, settings: DecodeSettings) -> tuple[list, dict]:
-        hypotheses, _ = translate(self.model, self.sources, settings, desc=settings.search)
-        lines = detokenized(self.processor, hypotheses)
-        return hypotheses, bleu_and_length(lines, self.references)
+        hypotheses, _ = translate(self.model, self.split.sources, settings, desc=settings.search)
+        lines = detokenized(self.split.processor, hypotheses)
+        return hypotheses, bleu_and_length(lines, self.split.references)
 
     def log_probs(self, source: np.ndarray, target: np.ndarray):
         """Teacher-forced log P of each token of target + EOS, and P(EOS) at each position."""
@@ -72,14 +90,20 @@ class Probe:
         target_out = torch.tensor([*target, EOS_ID])
         return log_probs.gather(1, target_out[:, None])[:, 0], log_probs[:, EOS_ID].exp()
 
+    @functools.cached_property
+    def teacher_forced(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """log_probs of every pair, computed once for search_or_model and eos_on_references."""
+        pairs = zip(self.split.sources, self.split.targets, strict=True)
+        return [self.log_probs(source, target) for source, target in pairs]
+
     def search_or_model(self, hypotheses, alpha: float, finalize: str) -> dict:
         """Among outputs shorter than their reference: which does the model score higher?"""
         shorter = reference_higher = 0
-        for source, target, hypothesis in zip(self.sources, self.targets, hypotheses, strict=True):
+        pairs = zip(self.split.targets, self.teacher_forced, hypotheses, strict=True)
+        for target, (token_log_probs, _), hypothesis in pairs:
             if len(hypothesis.tokens) >= len(target):
                 continue
             shorter += 1
-            token_log_probs, _ = self.log_probs(source, target)
             score = float(token_log_probs.sum()) / length_penalty(len(target) + 1, alpha, finalize)
             reference_higher += score > hypothesis.score
         return {
@@ -90,8 +114,7 @@ class Probe:
 
     def eos_on_references(self) -> dict:
         inside, at_end, stops_early = [], [], 0
-        for source, target in zip(self.sources, self.targets, strict=True):
-            _, eos = self.log_probs(source, target)
+        for _, eos in self.teacher_forced:
             inside.append(eos[:-1])
             at_end.append(float(eos[-1]))
             stops_early += bool((eos[:-1] > 0.5).any())
@@ -101,7 +124,7 @@ class Probe:
             "p_eos_inside_mean": round(float(inside.mean()), 4),
             "positions_inside_with_p_eos_over_half": round(float((inside > 0.5).float().mean()), 4),
             "references_with_an_early_likely_eos": stops_early,
-            "references": len(self.targets),
+            "references": len(self.split.targets),
         }
 
 
@@ -116,12 +139,12 @@ def split_files(workdir: Path, entry: dict, dataset: dict, split: str) -> dict:
     }
 
 
-def measure(averaged: Path, subword: Path, run_dir: Path, split: dict, settings, alphas) -> dict:
+def measure(averaged: Path, run_dir: Path, split: Split, settings, alphas) -> dict:
     """Every kept checkpoint and the averaged model, beam and greedy; then the averaged model's
     other EOS rule, search or model, EOS on the references and the alpha sweep."""
     rows = []
     for weights in [*weights_files(run_dir / "weights"), averaged]:
-        probe = Probe(weights, subword, split)
+        probe = Probe(weights, split)
         hypotheses, beam = probe.decode(settings)
         greedy = probe.decode(replace(settings, search="greedy"))[1]
         rows.append({"weights": weights.stem, "beam": beam, "greedy": greedy})
