@@ -31,11 +31,11 @@ import ab
 import benchlib
 import marian
 import numpy as np
-import sacrebleu
 import sentencepiece as spm
 import torch
 import train_throughput
 
+from aiayn.decode.lengths import bleu_and_length
 from aiayn.decode.search import default_drop_every
 from aiayn.decode.settings import DecodeSettings
 from aiayn.decode.translate import autocast, detokenized, load_model, pick_device, translate
@@ -131,10 +131,9 @@ def length_figures(hypotheses, processor, references: list[str] | None) -> dict:
     sacreBLEU: how close to a real translation's length the timed outputs are."""
     if references is None:
         return {}
-    references = references[: len(hypotheses)]
-    bleu = sacrebleu.corpus_bleu(detokenized(processor, hypotheses), [references])
-    return {"output_to_reference_length": round(bleu.sys_len / bleu.ref_len, 3),
-            "sacrebleu": round(bleu.score, 2)}  # fmt: skip
+    lines = detokenized(processor, hypotheses)
+    figures = bleu_and_length(lines, references[: len(hypotheses)])  # aiayn lengths' figures
+    return {"output_to_reference_length": figures["length_ratio"], "sacrebleu": figures["bleu"]}
 
 
 def run(model, sentences, settings, incremental: bool, drop_every=None) -> tuple[list, dict]:
