@@ -694,8 +694,26 @@ def test_a_compiled_model_or_loss_trains_like_the_eager_one(tmp_path, copy_data)
 # parameter (ZeRO 1), or over flat buffers (ZeRO 2, #46 item 1's A/B)
 BF16_OPTIMIZER_OF_ZERO_STAGE = {1: "BF16_Optimizer", 2: "DeepSpeedZeroOptimizer"}
 
-NON_FINITE_STEP = """
-import json, sys
+# How aiayn.train.trainer's own __main__ ends, for the scripts below that build a Trainer: a
+# process left to run C++ static destructors with gloo and DeepSpeed's CPU comm op alive
+# sometimes aborts after its work is done ("terminate called without an active exception",
+# SIGABRT: 3 of 15 two-process runs of TRAIN_WITH_FUSED_ADAM here, and one CI run, before it).
+LEAVE_AS_THE_TRAINER_DOES = """
+if torch.distributed.is_initialized():
+    torch.distributed.destroy_process_group()
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
+"""
+
+
+def trainer_script(body: str) -> str:
+    return body + LEAVE_AS_THE_TRAINER_DOES
+
+
+NON_FINITE_STEP = trainer_script("""
+import json, os, sys
+import torch
 from aiayn.train.trainer import Trainer
 from aiayn.train.settings import Experiment
 
@@ -710,7 +728,7 @@ for step in range(4):
     rates.append(trainer.engine.lr_scheduler.get_last_lr()[0])
 optimizer = type(trainer.engine.optimizer).__name__
 print(json.dumps({"state": trainer.state, "rates": rates, "losses": losses, "optimizer": optimizer}))
-"""
+""")
 
 
 def test_a_step_with_non_finite_gradients_is_counted_and_the_schedule_waits(tmp_path, copy_data):
@@ -815,8 +833,9 @@ def test_the_sync_free_step_steps_and_skips_exactly_as_deepspeeds_own(tmp_path, 
     assert "1 of steps 1 to 4: the gradients are not finite" in caplog.text
 
 
-TRAIN_WITH_FUSED_ADAM = """
-import sys
+TRAIN_WITH_FUSED_ADAM = trainer_script("""
+import os, sys
+import torch
 from aiayn.train.trainer import Trainer
 from aiayn.train.settings import Experiment
 
@@ -824,7 +843,7 @@ trainer = Trainer(Experiment.from_json(sys.argv[1]))
 for group in trainer.engine.optimizer.optimizer.param_groups:
     group["fused"] = True  # as train.sync_free's step and a GPU run Adam
 trainer.run()
-"""
+""")
 
 
 @pytest.mark.workflow
@@ -981,8 +1000,8 @@ def test_one_process_two_processes_and_accumulation_give_the_same_gradient(
     )
 
 
-GRADIENT_OF_ONE_STEP = """
-import sys, torch
+GRADIENT_OF_ONE_STEP = trainer_script("""
+import os, sys, torch
 import deepspeed
 from deepspeed.utils import safe_get_full_grad
 from aiayn.train.loss import label_smoothed_loss
@@ -1011,7 +1030,7 @@ for number, batch in enumerate(batches, start=1):  # as train_step.Steps.step do
 grads = [safe_get_full_grad(p).float().flatten() for p in engine.module.parameters()]
 if trainer.rank == 0:
     torch.save({"gradient": torch.cat(grads), "optimizer": type(engine.optimizer).__name__}, out)
-"""
+""")
 
 
 def gradient_of_one_step(
