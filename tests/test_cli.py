@@ -146,6 +146,18 @@ def test_lengths_names_what_is_missing_before_any_work(project, capsys):
             path.unlink()
 
 
+def test_lengths_tests_the_best_alpha_against_each_other_with_sacrebleus_paired_bootstrap():
+    """Outputs that match every reference beat word salad beyond chance (p at the bootstrap's
+    floor, 1/1001); an alpha whose outputs are the best's is a tie (p 1); each alpha but the
+    best has its p."""
+    from aiayn.decode.lengths import best_against_others
+
+    references = [f"a short caption number {i} of a dog on the grass" for i in range(60)]
+    salad = [" ".join(reversed(line.split())) for line in references]
+    decoded = {1.0: (references, {}), 0.6: (salad, {}), 1.4: (list(references), {})}
+    assert best_against_others(decoded, 1.0, references) == {"0.6": 0.001, "1.4": 1.0}
+
+
 def test_input_lines_are_split_on_newlines_only(tmp_path):
     """U+2028, U+0085, a form feed, U+001C and a lone CR are text inside a line, as the data
     stages read it (str.splitlines broke 6 lines into 11, misaligned with their input)."""

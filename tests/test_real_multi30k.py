@@ -120,4 +120,7 @@ def test_aiayn_lengths_decodes_as_the_workflow_and_accounts_for_every_output(mul
     assert [row["alpha"] for row in averaged["alpha_sweep"]] == [0.6, 1.0]
     assert averaged["alpha_sweep"][0]["bleu"] == rows["averaged"]["beam"]["bleu"]
     assert averaged["best_alpha"] in (0.6, 1.0)
+    (other,) = {0.6, 1.0} - {averaged["best_alpha"]}
+    assert list(averaged["best_alpha_paired_p"]) == [str(other)]
+    assert 0 < averaged["best_alpha_paired_p"][str(other)] <= 1
     assert "finalize_fairseq" in averaged

@@ -11,7 +11,8 @@ averaged model, beam and greedy, and for the averaged model also asks:
 - EOS on the reference path, teacher-forced: how likely EOS is inside references and at their
   end (a model that stops early on the reference path cuts sentences);
 - a sweep of the length penalty alpha, and the alpha with the best BLEU on this split (the paper
-  chose its alpha on the development set).
+  chose its alpha on the development set), with sacreBLEU's paired bootstrap test of the best
+  alpha's outputs against each other alpha's: is the best better than chance, or a tie?
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from aiayn.decode.search import length_penalty
 from aiayn.decode.settings import DecodeSettings
 from aiayn.decode.translate import detokenized, load_model, translate
 from aiayn.prepare.binarize import IndexedDataset
+from aiayn.score.bleu import paired_bootstrap
 from aiayn.train.checkpoint import weights_files
 from aiayn.vocab import BOS_ID, EOS_ID
 
@@ -75,10 +77,11 @@ class Probe:
         self.model, _ = load_model(weights, torch.device("cpu"))
         self.split = split
 
-    def decode(self, settings: DecodeSettings) -> tuple[list, dict]:
+    def decode(self, settings: DecodeSettings) -> tuple[list, list[str], dict]:
+        """The hypotheses, their detokenized lines, and the lines' BLEU and length."""
         hypotheses, _ = translate(self.model, self.split.sources, settings, desc=settings.search)
         lines = detokenized(self.split.processor, hypotheses)
-        return hypotheses, bleu_and_length(lines, self.split.references)
+        return hypotheses, lines, bleu_and_length(lines, self.split.references)
 
     def log_probs(self, source: np.ndarray, target: np.ndarray):
         """Teacher-forced log P of each token of target + EOS, and P(EOS) at each position."""
@@ -145,21 +148,34 @@ def measure(averaged: Path, run_dir: Path, split: Split, settings, alphas) -> di
     rows = []
     for weights in [*weights_files(run_dir / "weights"), averaged]:
         probe = Probe(weights, split)
-        hypotheses, beam = probe.decode(settings)
-        greedy = probe.decode(replace(settings, search="greedy"))[1]
+        hypotheses, _, beam = probe.decode(settings)
+        greedy = probe.decode(replace(settings, search="greedy"))[2]
         rows.append({"weights": weights.stem, "beam": beam, "greedy": greedy})
         log.info("%s: beam %s, greedy %s", weights.stem, beam, greedy)
     # The averaged model, decoded last: `probe` and `hypotheses` are its.
     other_rule = "fairseq" if settings.finalize == "t2t" else "t2t"
-    sweep = [{"alpha": a, **probe.decode(replace(settings, alpha=a))[1]} for a in alphas]
+    decoded = {alpha: probe.decode(replace(settings, alpha=alpha))[1:] for alpha in alphas}
+    sweep = [{"alpha": alpha, **figures} for alpha, (_, figures) in decoded.items()]
+    best = max(sweep, key=lambda row: row["bleu"])["alpha"]
     return {
         "settings": asdict(settings),
         "checkpoints": rows,
         "averaged": {
-            f"finalize_{other_rule}": probe.decode(replace(settings, finalize=other_rule))[1],
+            f"finalize_{other_rule}": probe.decode(replace(settings, finalize=other_rule))[2],
             "search_or_model": probe.search_or_model(hypotheses, settings.alpha, settings.finalize),
             "eos_on_references": probe.eos_on_references(),
             "alpha_sweep": sweep,
-            "best_alpha": max(sweep, key=lambda row: row["bleu"])["alpha"],
+            "best_alpha": best,
+            "best_alpha_paired_p": best_against_others(decoded, best, split.references),
         },
+    }
+
+
+def best_against_others(decoded: dict, best: float, references: list[str]) -> dict:
+    """alpha -> sacreBLEU's paired bootstrap p of the best alpha's outputs against that
+    alpha's (below 0.05: the best is better beyond chance; one test per alpha, uncorrected)."""
+    return {
+        str(alpha): round(paired_bootstrap(decoded[best][0], lines, references)["p_value"], 4)
+        for alpha, (lines, _) in decoded.items()
+        if alpha != best
     }
