@@ -447,6 +447,9 @@ def test_the_fidelity_page_quotes_the_short_outputs_measurements():
     sweep = record["averaged"]["alpha_sweep"]
     for label, key in (("val BLEU", "bleu"), ("brevity penalty", "brevity_penalty")):
         assert f"| {label} | " + " | ".join(str(row[key]) for row in sweep) + " |" in page
+    best, tests = record["averaged"]["best_alpha"], record["averaged"]["best_alpha_paired_p"]
+    cells = [str(tests.get(str(row["alpha"]), "—")) for row in sweep]
+    assert f"| p, {best} against it | " + " | ".join(cells) + " |" in page
     config = yaml.safe_load((PROJECT / "configs/multi30k.yaml").read_text())
     experiment = config["experiments"]["multi30k_small"]
     assert experiment["decode"]["alpha"] == record["averaged"]["best_alpha"]
