@@ -4,6 +4,7 @@ translate; a BLEU floor a little under what it reaches catches a change that bre
 
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import sys
@@ -100,6 +101,7 @@ def test_aiayn_lengths_decodes_as_the_workflow_and_accounts_for_every_output(mul
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads(result.stdout)
     assert record["experiment"] == "multi30k_ci" and record["split"] == "val"
+    assert datetime.datetime.fromisoformat(record["finished"]).tzinfo is not None
     scores = multi30k_run / "results" / "multi30k" / "scores" / "multi30k_ci"
     rows = {row["weights"]: row for row in record["checkpoints"]}
     assert len(rows) == MULTI30K_CI_EXPERIMENT["train"]["average_last"] + 1

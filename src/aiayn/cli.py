@@ -143,6 +143,7 @@ def write_output(path: Path | None, text: str) -> None:
 
 
 def run_lengths(args: argparse.Namespace) -> int:
+    import datetime
     import json
     import math
 
@@ -174,8 +175,9 @@ def run_lengths(args: argparse.Namespace) -> int:
     split_data = Split.read(found.subword, files)
     figures = measure(found.model, run_dir, split_data, found.settings, args.alphas or ALPHAS)
     code = commit_of(Path(__file__).resolve().parents[2])  # None outside a git checkout
+    finished = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     record = {"experiment": args.experiment, "split": split, "workdir": str(args.workdir),
-              "device": device_name(torch.device("cpu")), **code,
+              "device": device_name(torch.device("cpu")), **code, "finished": finished,
               "command": shlex.join(["aiayn", *sys.argv[1:]]), **figures}  # fmt: skip
     write_output(args.output, json.dumps(record, indent=1) + "\n")
     return 0
