@@ -349,11 +349,10 @@ def decode_run(args, deadline, preset: str, *options, trained: bool = False) -> 
 def part_runs(args) -> dict:
     """The parts and the extras by name, each a function of its deadline. The extras, most
     wanted first: base with each attention's Q/K/V projections fused (#46 item 2); base with
-    each layer compiled on its own (#46's compile by region, its
-    compile time in the warm-up's seconds); our step's profile; the loss kernels against one
-    whole log-softmax; the naive trainer; the naive decoder with the decoder's profile; the
-    compiled decoder step; big's naive trainer and profile; base with train.compile (whole
-    model; never finished in 90 s)."""
+    each layer compiled on its own (#46's compile by region, its compile time in the warm-up's
+    seconds); our step's profile; the loss kernels against one whole log-softmax; the naive
+    trainer; the naive decoder with the decoder's profile; the compiled decoder step; big's
+    naive trainer and profile; base with train.compile (whole model; never finished in 90 s)."""
     loss_size = ["--rows", 600, "--vocab", 3000, "--repeats", 1] if args.smoke else []
     return {
         "device": lambda deadline: run_capped(python("gpu_suite.py", "measure-device", "--out",
