@@ -196,10 +196,17 @@ def pack(args) -> None:
     (args.folder / "commit").write_text(commit + "\n")
     size = mib(args.folder.rglob("*"))
     listed = benchlib.git("ls-files", "-z", "--cached", "--others", "--exclude-standard").stdout
-    tree = mib(PROJECT / name for name in listed.split("\0") if name)
+    names = [name for name in listed.split("\0") if name]
+    tree = mib(PROJECT / name for name in names)
     if size > PACK_LIMIT_MIB or size + tree > TRAVEL_LIMIT_MIB:
         limits = f"{PACK_LIMIT_MIB} MiB packed, {TRAVEL_LIMIT_MIB} in all"
-        sys.exit(f"pack: {size:.1f} MiB packed + {tree:.1f} MiB of tree: over the call's {limits}")
+        by_top: dict[str, list[Path]] = {}
+        for name in names:
+            by_top.setdefault(name.split("/")[0], []).append(PROJECT / name)
+        largest = sorted(by_top, key=lambda top: -mib(by_top[top]))[:3]
+        sys.exit(f"pack: {size:.1f} MiB packed + {tree:.1f} MiB of tree: over the call's {limits}"
+                 f"; the call carries what git does not ignore, largest first: {largest}: "
+                 "git-ignore what it need not carry (a virtual environment, data)")  # fmt: skip
     print(f"packed {args.folder}/: {size:.1f} MiB (+ {tree:.1f} MiB of tree)")
     print('carry: [".device"]')
     prefix = f"PYTHONUNBUFFERED=1 AIAYN_COPIED_FROM_COMMIT={commit} python3 bench/gpu_suite.py run"
