@@ -18,7 +18,6 @@ trainers (TRAINERS) each change one train setting or the model's layout; docs/be
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import tempfile
@@ -36,7 +35,6 @@ from aiayn.flops import training_flops
 from aiayn.model import MultiHeadAttention, Transformer, sinusoidal_positions
 from aiayn.model_config import build_config
 from aiayn.prepare.binarize import write_indexed
-from aiayn.train import trainer as trainer_module
 from aiayn.train.batching import collate, step_plan, token_batches
 from aiayn.train.loader import BatchStream
 from aiayn.train.loss import label_smoothed_loss
@@ -109,11 +107,15 @@ def binarized(corpus, vocab: int, folder: Path) -> tuple[str, str]:
     return prefixes
 
 
-def our_trainer(config, corpus, settings: TrainSettings, folder: Path) -> Trainer:
+def our_trainer(config, corpus, settings: TrainSettings, folder: Path, edit=None) -> Trainer:
     """The workflow's Trainer (no checkpoints, no evaluation) on `corpus` (the source and
-    target sentences as id arrays), binarized into `folder`."""
+    target sentences as id arrays), binarized into `folder`; `edit` changes its model before
+    DeepSpeed wraps it."""
     data = binarized(corpus, config.vocab_size, folder)
-    return Trainer(Experiment("bench", folder / "run", data, data, config, settings))
+    experiment = Experiment("bench", folder / "run", data, data, config, settings)
+    if edit is None:
+        return Trainer(experiment)
+    return Trainer(experiment, lambda model_config: edit(Transformer(model_config)))
 
 
 def compile_layers(model: Transformer) -> None:
@@ -157,17 +159,6 @@ def fused_attention(self, widths, query, key, value, mask=None, return_weights=F
     return self.attend(q, k, v, mask, return_weights, causal)
 
 
-@contextlib.contextmanager
-def models_built_as(edit):
-    """Trainers made inside build their model through `edit` before DeepSpeed wraps it."""
-    original = trainer_module.Transformer
-    trainer_module.Transformer = lambda config: edit(original(config))
-    try:
-        yield
-    finally:
-        trainer_module.Transformer = original
-
-
 def ours(config, corpus, args, device, by_layer=False, fused_qkv=False,
          profile_to: Path | None = None, **changes):  # fmt: skip
     """The trainer's own step (no checkpoints, no evaluation) on the corpus, with the train
@@ -177,8 +168,8 @@ def ours(config, corpus, args, device, by_layer=False, fused_qkv=False,
     steps run under torch.profiler instead, and its table is appended there."""
     with tempfile.TemporaryDirectory() as folder:
         settings = bench_settings(args, **changes)
-        with models_built_as(fuse_projections if fused_qkv else lambda model: model):
-            trainer = our_trainer(config, corpus, settings, Path(folder))
+        edit = fuse_projections if fused_qkv else None
+        trainer = our_trainer(config, corpus, settings, Path(folder), edit)
         if by_layer:
             compile_layers(trainer.engine.module)
 

@@ -149,10 +149,8 @@ def test_fused_qkv_projections_compute_and_train_as_the_separate_ones(tmp_path):
                              checkpoint_every_minutes=None)  # fmt: skip
     losses = {}
     for fuse in (False, True):
-        with train_throughput.models_built_as(
-            train_throughput.fuse_projections if fuse else lambda model: model
-        ):
-            trainer = train_throughput.our_trainer(config, corpus, settings, tmp_path / str(fuse))
+        edit = train_throughput.fuse_projections if fuse else None
+        trainer = train_throughput.our_trainer(config, corpus, settings, tmp_path / str(fuse), edit)
         assert any("w_qkv" in name for name, _ in trainer.engine.module.named_parameters()) == fuse
         steps = [trainer.train_step(save_requested=False, budget_spent=False) for _ in range(3)]
         losses[fuse] = [loss for loss, *_ in steps]

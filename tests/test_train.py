@@ -694,21 +694,10 @@ def test_a_compiled_model_or_loss_trains_like_the_eager_one(tmp_path, copy_data)
 # parameter (ZeRO 1), or over flat buffers (ZeRO 2, #46 item 1's A/B)
 BF16_OPTIMIZER_OF_ZERO_STAGE = {1: "BF16_Optimizer", 2: "DeepSpeedZeroOptimizer"}
 
-# How aiayn.train.trainer's own __main__ ends, for the scripts below that build a Trainer: a
-# process left to run C++ static destructors with gloo and DeepSpeed's CPU comm op alive
-# sometimes aborts after its work is done ("terminate called without an active exception",
-# SIGABRT: 3 of 15 two-process runs of TRAIN_WITH_FUSED_ADAM here, and one CI run, before it).
-LEAVE_AS_THE_TRAINER_DOES = """
-if torch.distributed.is_initialized():
-    torch.distributed.destroy_process_group()
-sys.stdout.flush()
-sys.stderr.flush()
-os._exit(0)
-"""
-
 
 def trainer_script(body: str) -> str:
-    return body + LEAVE_AS_THE_TRAINER_DOES
+    """A script that builds a Trainer, ending as the trainer's own __main__ does (its `leave`)."""
+    return body + "\nfrom aiayn.train.trainer import leave\nleave(0)\n"
 
 
 NON_FINITE_STEP = trainer_script("""

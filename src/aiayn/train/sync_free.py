@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import torch
 
+from aiayn.train.schedule import inverse_sqrt_lr
+
 
 class DeviceSchedule:
-    """Section 5.3's rate, d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) times the scale,
-    at step = applied steps + 1 (aiayn.train.schedule), kept on the device with the counts.
+    """Section 5.3's rate (aiayn.train.schedule's formula, on device tensors) at step = applied
+    steps + 1, kept on the device with the counts.
 
     `rate` is float64, as the host computes it; `lr` is what fused Adam reads: float64 on a CPU
     (as it reads a Python float, so the steps are the same bit for bit), float32 on CUDA, whose
@@ -29,7 +31,7 @@ class DeviceSchedule:
     setting switched either way. Its `step` does nothing: the optimizer step advances it."""
 
     def __init__(self, d_model: int, warmup_steps: int, scale: float, device: torch.device):
-        self.factor, self.warmup = scale * d_model**-0.5, warmup_steps**-1.5
+        self.d_model, self.warmup_steps, self.scale = d_model, warmup_steps, scale
         self.applied = torch.zeros((), dtype=torch.float64, device=device)
         self.skipped = torch.zeros((), dtype=torch.float64, device=device)
         self.rate = torch.zeros((), dtype=torch.float64, device=device)
@@ -46,8 +48,8 @@ class DeviceSchedule:
 
     def set_lr(self) -> None:
         step = self.applied + 1
-        torch.minimum(step.pow(-0.5), step * self.warmup, out=self.rate)
-        self.lr.copy_(self.rate.mul_(self.factor))
+        rate = inverse_sqrt_lr(step, self.d_model, self.warmup_steps, self.scale, torch.minimum)
+        self.lr.copy_(self.rate.copy_(rate))
 
     def step(self, *args, **kwargs) -> None:
         """DeepSpeed's engine calls this after each step; the step itself advanced us."""
@@ -84,8 +86,6 @@ def install(engine, d_model: int, warmup_steps: int, lr_scale: float) -> DeviceS
     device = optimizer.fp32_groups_flat_partition[0].device
     schedule = DeviceSchedule(d_model, warmup_steps, lr_scale, device)
     adam = optimizer.optimizer
-    pairs = list(zip(optimizer.fp32_groups_flat_partition,
-                     optimizer.fp32_groups_gradient_flat_partition, strict=True))  # fmt: skip
 
     @torch.no_grad()
     def step(closure=None) -> None:
@@ -95,7 +95,13 @@ def install(engine, d_model: int, warmup_steps: int, lr_scale: float) -> DeviceS
         adam.found_inf = (~torch.isfinite(norm)).float()
         for group in adam.param_groups:  # again each step: loading a checkpoint replaces them
             group["fused"], group["lr"] = True, schedule.lr
-        for weights, gradients in pairs:
+        # paired at each step, so that a DeepSpeed loading a checkpoint into new tensors is followed
+        partitions = zip(
+            optimizer.fp32_groups_flat_partition,
+            optimizer.fp32_groups_gradient_flat_partition,
+            strict=True,
+        )
+        for weights, gradients in partitions:
             weights.grad = gradients
         adam.step()
         optimizer._lazy_init_hp_params_optimizer_state()

@@ -27,6 +27,7 @@ import logging
 import os
 import signal
 import sys
+from typing import NoReturn
 
 import torch
 
@@ -65,10 +66,13 @@ class Stopped(Exception):
 
 
 class Trainer:
-    """Sets up the process, its batches, the engine and the run folder, then runs the loop."""
+    """Sets up the process, its batches, the engine and the run folder, then runs the loop.
 
-    def __init__(self, experiment: Experiment):
-        self.exp, self.settings = experiment, experiment.train
+    `build_model` makes the model from its config before DeepSpeed wraps it: the workflow's is
+    Transformer; a benchmark's A/B of another layout hands in its own (bench/)."""
+
+    def __init__(self, experiment: Experiment, build_model=Transformer):
+        self.exp, self.settings, self.build_model = experiment, experiment.train, build_model
         self.rank, self.world, self.device = init_process()
         self.precision = resolve_precision(self.settings.precision, self.device)
         self.bf16 = self.precision != "fp32"  # matrix products in bf16
@@ -141,7 +145,7 @@ class Trainer:
 
     def build_engine(self):
         torch.manual_seed(self.settings.seed)  # the same initial weights on every rank
-        model = Transformer(self.exp.model)
+        model = self.build_model(self.exp.model)
         if self.settings.compile:
             model.compile()  # in place: parameter names, hence checkpoints, stay as they are
         engine = deepspeed_engine(
@@ -279,12 +283,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    status = main()
-    # Leave without running C++ static destructors: with gloo and DeepSpeed's CPU comm op a
-    # rank sometimes aborted there ("terminate called without an active exception", SIGABRT)
-    # after everything was written. Every output is closed or written atomically by now.
+def leave(status: int) -> NoReturn:
+    """Exit without running C++ static destructors: with gloo and DeepSpeed's CPU comm op alive a
+    rank sometimes aborted there ("terminate called without an active exception", SIGABRT) after
+    everything was written (3 of 15 two-process runs of a test's script). Call it last, when
+    every output is closed or written atomically; the tests' scripts that build a Trainer too."""
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
+
+
+if __name__ == "__main__":
+    leave(main())
