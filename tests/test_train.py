@@ -46,6 +46,21 @@ def test_base_schedule_peaks_at_step_4000():
     assert lr_lambda(512, 4000)(3999) == inverse_sqrt_lr(4000, 512, 4000)  # LambdaLR counts from 0
 
 
+def test_the_device_schedule_is_the_same_formula_and_never_reads_the_device():
+    """train.sync_free's schedule computes section 5.3's rate with inverse_sqrt_lr itself, on
+    device tensors: on the meta device, which holds no values, any read on the host (a Python
+    min or max of tensors, an .item()) would raise."""
+    from aiayn.train.sync_free import DeviceSchedule
+
+    meta = torch.tensor(4000.0, dtype=torch.float64, device="meta")
+    assert inverse_sqrt_lr(meta, 512, 4000, 2.0, torch.minimum).device.type == "meta"
+    DeviceSchedule(512, 4000, 2.0, torch.device("meta")).advance(torch.zeros((), device="meta"))
+    for step in (1, 3999, 4000, 4001, 100_000):
+        on_device = inverse_sqrt_lr(torch.tensor(step, dtype=torch.float64), 512, 4000, 2.0,
+                                    torch.minimum)  # fmt: skip
+        assert on_device.item() == pytest.approx(inverse_sqrt_lr(step, 512, 4000, 2.0), rel=1e-15)
+
+
 def test_label_smoothing_matches_a_hand_computation():
     logits = torch.tensor([[[2.0, 0.5, -1.0, 0.0], [0.1, 0.2, 0.3, 0.4]]])  # (B=1, T=2, V=4)
     target = torch.tensor([[2, 0]])  # second position is padding (pad id 0)
@@ -820,6 +835,32 @@ def test_the_sync_free_step_steps_and_skips_exactly_as_deepspeeds_own(tmp_path, 
     assert losses == shipped_losses and len(set(losses)) == 4
     assert rates == pytest.approx(shipped_rates, rel=1e-12) and rates[0] == rates[1]
     assert "1 of steps 1 to 4: the gradients are not finite" in caplog.text
+
+
+def test_the_sync_free_step_follows_fp32_partitions_replaced_after_install(tmp_path, copy_data):
+    """The step pairs DeepSpeed's fp32 partitions with their gradients at every step, not once
+    at install: DeepSpeed 0.19.8 loads a checkpoint into them in place, but one that replaced
+    them would otherwise leave Adam stepping tensors that are no longer the weights. Here the
+    partition is replaced after install (in Adam's group too): the step updates the new one."""
+    from aiayn.train.engine import init_process
+    from aiayn.train.settings import Experiment
+    from aiayn.train.trainer import Trainer
+
+    init_process()
+    spec = experiment(tmp_path / "replaced.json", copy_data, precision="bf16",
+                      tokens_per_batch=300, sync_free=True)  # fmt: skip
+    trainer = Trainer(Experiment.from_json(spec))
+    optimizer = trainer.engine.optimizer
+    installed = optimizer.fp32_groups_flat_partition[0]
+    replaced = torch.nn.Parameter(installed.detach().clone())
+    optimizer.fp32_groups_flat_partition[0] = replaced
+    optimizer.optimizer.param_groups[0]["params"] = [replaced]
+    before = replaced.detach().clone()
+    trainer.train_step(save_requested=False, budget_spent=False)
+    assert not torch.equal(replaced.detach(), before)  # stepped: it is the weights now
+    assert torch.equal(installed.detach(), before)  # the tensor install saw: left alone
+    model = next(trainer.engine.module.parameters())  # the bf16 weights follow the new one
+    assert torch.equal(model.detach().flatten(), replaced.detach()[: model.numel()].bfloat16())
 
 
 TRAIN_WITH_FUSED_ADAM = trainer_script("""

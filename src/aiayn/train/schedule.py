@@ -10,7 +10,7 @@ def inverse_sqrt_lr(step, d_model: int, warmup_steps: int, scale: float = 1.0, m
     same arithmetic on the device, without waiting for it (aiayn.train.sync_free's schedule)."""
     if minimum is min:  # a number; steps below 1 count as 1
         step = max(step, 1)
-    return scale * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+    return scale * d_model**-0.5 * minimum(step**-0.5, step * warmup_steps**-1.5)
 
 
 def lr_lambda(d_model: int, warmup_steps: int, scale: float = 1.0):
