@@ -62,10 +62,7 @@ def revision_src(revision: str, folder: Path) -> Path:
 
 
 def short_commit(revision: str) -> str:
-    found = subprocess.run(
-        ["git", "rev-parse", "--short=7", revision], cwd=PROJECT, capture_output=True, text=True
-    )
-    return found.stdout.strip() or revision
+    return benchlib.git("rev-parse", "--short=7", revision).stdout.strip() or revision
 
 
 def decode_once(src: Path, job: Path, out: Path) -> dict:
@@ -79,9 +76,7 @@ def decode_once(src: Path, job: Path, out: Path) -> dict:
 
 def compare_commit(model, sentences, settings, commit: str, repeats: int) -> dict:
     """`commit`'s src/ against its parent's: what that one change bought, translations kept?"""
-    subject = subprocess.run(
-        ["git", "log", "-1", "--format=%s", commit], cwd=PROJECT, capture_output=True, text=True
-    ).stdout.strip()
+    subject = benchlib.git("log", "-1", "--format=%s", commit).stdout.strip()
     figures = compare(model, sentences, settings, f"{commit}~1", repeats, ours=commit)
     return {"commit": short_commit(commit), "change": subject[:200], **figures}
 

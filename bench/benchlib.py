@@ -73,14 +73,20 @@ def write_json(path: Path, record: dict) -> None:
     partial.replace(path)
 
 
-def finish(record: dict, kind: str = "cpu", save_it: bool = False, out: Path | None = None):
-    """The benchmark's one JSON line on stdout; also to `out`, and with --save (`save_it`) to
-    bench/results/<bench>-<kind>.json."""
+def header(bench: str, device=None) -> dict:
+    """A record's first fields: what was measured, on which device (the CPU by default), by
+    which code."""
+    return {"bench": bench, "device": device_name(device), **stamp()}
+
+
+def finish(record: dict, args: argparse.Namespace, device=None) -> None:
+    """The benchmark's one JSON line on stdout; also to --out where it has one, and with --save
+    to bench/results/<bench>-<cpu or gpu>.json (by `device`, the CPU by default)."""
     print(json.dumps(record))
-    if out is not None:
-        out.write_text(json.dumps(record) + "\n")
-    if save_it:
-        save(record, kind)
+    if getattr(args, "out", None) is not None:
+        args.out.write_text(json.dumps(record) + "\n")
+    if args.save:
+        save(record, device_kind(device))
 
 
 # ---- the machine --------------------------------------------------------------------------
@@ -96,8 +102,8 @@ def device_name(device=None) -> str:
     return name_of(device or torch.device("cpu"))
 
 
-def device_kind(device) -> str:
-    return "gpu" if device.type == "cuda" else "cpu"
+def device_kind(device=None) -> str:
+    return "gpu" if device is not None and device.type == "cuda" else "cpu"
 
 
 def synchronize(device) -> None:
@@ -226,8 +232,14 @@ def comma_list(choices, what: str):
     return parse
 
 
-def parser(doc: str) -> argparse.ArgumentParser:
-    """A benchmark's command line, its module docstring as the help."""
-    return argparse.ArgumentParser(
+def parser(doc: str, saves: bool = True, out: bool = False) -> argparse.ArgumentParser:
+    """A benchmark's command line, its module docstring as the help, with the options finish()
+    reads: --save, and with `out` --out."""
+    made = argparse.ArgumentParser(
         description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    if saves:
+        made.add_argument("--save", action="store_true", help="also write it under bench/results/")
+    if out:
+        made.add_argument("--out", type=Path, help="also write the JSON record to this file")
+    return made

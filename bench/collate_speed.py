@@ -68,7 +68,6 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=25_000, help="tokens per batch (each side)")
     parser.add_argument("--vocab", type=int, default=37_000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--save", action="store_true")
     args = parser.parse_args()
 
     corpus = synthetic_corpus(args.pairs, args.vocab)
@@ -82,9 +81,7 @@ def main() -> None:
         ours = best_ms_per_batch(collate, data, batches, args.repeats)
         baseline = best_ms_per_batch(sentence_by_sentence, data, batches, args.repeats)
     record = {
-        "bench": "collate_speed",
-        "device": benchlib.device_name(),
-        **benchlib.stamp(),
+        **benchlib.header("collate_speed"),
         "tokens_per_batch": args.tokens,
         "batches": len(batches),
         "pairs_per_batch": round(float(np.mean([len(b) for b in batches])), 1),
@@ -93,7 +90,7 @@ def main() -> None:
         "sentence_by_sentence_ms_per_batch": round(baseline, 3),
         "speedup": round(baseline / ours, 1),
     }
-    benchlib.finish(record, "cpu", args.save)
+    benchlib.finish(record, args)
 
 
 if __name__ == "__main__":

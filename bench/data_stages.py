@@ -70,9 +70,6 @@ def main() -> None:
     parser.add_argument(
         "--bpe-sample", type=int, default=100_000, help="input_sentence_size of the subword stage"
     )
-    parser.add_argument(
-        "--save", action="store_true", help="also write the JSON under bench/results/"
-    )
     args = parser.parse_args()
 
     results = []
@@ -93,14 +90,12 @@ def main() -> None:
                 row[method] = {**figures, "lines_per_s": round(size / figures["seconds"])}
             results.append(row)
     record = {
-        "bench": "data_stages",
-        "device": benchlib.device_name(),
-        **benchlib.stamp(),
+        **benchlib.header("data_stages"),
         "threads": args.threads,
         "results": results,
         "rss_growth": benchlib.rss_growth(results, (*BPE_METHODS, *BINARIZE_METHODS)),
     }
-    benchlib.finish(record, "cpu", args.save)
+    benchlib.finish(record, args)
 
 
 if __name__ == "__main__":

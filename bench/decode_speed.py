@@ -43,6 +43,7 @@ from aiayn.model import Transformer
 from aiayn.model_config import build_config
 from aiayn.prepare.subword import SubwordSettings, train_bpe
 from aiayn.train.settings import TrainSettings
+from aiayn.train.trainer import leave
 
 NEWSTEST2014 = benchlib.PROJECT.parent / "shared/data/wmt14_newstest/full/newstest2014.en-de.en"
 
@@ -228,7 +229,7 @@ def model_name(args) -> str:
 
 
 def main() -> None:
-    parser = benchlib.parser(__doc__)
+    parser = benchlib.parser(__doc__, out=True)
     add = parser.add_argument
     add("--source", type=Path, default=NEWSTEST2014)
     add("--sentences", type=int, default=None, help="first N (default: all)")
@@ -251,8 +252,6 @@ def main() -> None:
     add("--beam", type=int, default=4)
     add("--batch-tokens", type=int, default=4000)
     add("--repeats", type=int, default=2, help="runs of ours and HF each; the fastest counts")
-    add("--save", action="store_true")
-    add("--out", type=Path, help="also write the JSON record to this file")
     add("--no-naive", action="store_true", help="skip the naive decoder (many times slower)")
     add("--drop-every", type=int, help="finished sentences leave the batch every N steps")
     add("--no-peer", action="store_true", help="skip HF generate()")
@@ -300,9 +299,7 @@ def main() -> None:
     if args.profile:
         write_profile(model, sentences, settings, args.profile)
     record = {
-        "bench": "decode_speed",
-        "device": benchlib.device_name(device),
-        **benchlib.stamp(),
+        **benchlib.header("decode_speed", device),
         "model": args.weights or model_name(args),
         **({"training": training} if training else {}),
         "source": f"{args.source.name}, {len(sentences)} sentences",
@@ -317,8 +314,9 @@ def main() -> None:
         **peer_figures(ours, ours_figures, peer, args.no_peer),
         **ab_figures,
     }
-    benchlib.finish(record, benchlib.device_kind(device), args.save, args.out)
+    benchlib.finish(record, args, device)
 
 
 if __name__ == "__main__":
     main()
+    leave(0)  # as the trainer ends: no C++ static destructors after DeepSpeed ran

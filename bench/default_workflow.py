@@ -77,9 +77,6 @@ def main() -> None:
         default=PROJECT / "config.yaml",
         help="used as the workflow's config.yaml (default: the shipped one)",
     )
-    parser.add_argument(
-        "--save", action="store_true", help="also write the JSON under bench/results/"
-    )
     args = parser.parse_args()
     if not args.config_file.is_file():
         sys.exit(f"--config-file {args.config_file} does not exist")
@@ -88,15 +85,13 @@ def main() -> None:
         all_cores = run_workflow("all", args.config_file.resolve(), Path(scratch))
         one_core = run_workflow("1", args.config_file.resolve(), Path(scratch))
     record = {
-        "bench": "default_workflow",
-        "device": benchlib.device_name(),  # imports torch: only after the runs
-        **benchlib.stamp(),
+        **benchlib.header("default_workflow"),  # imports torch: only after the runs
         "config": config_name(args.config_file),
         "all_cores": all_cores,
         "one_core": one_core,
         "speedup": round(one_core["seconds"] / all_cores["seconds"], 2),
     }
-    benchlib.finish(record, "cpu", args.save)
+    benchlib.finish(record, args)
 
 
 if __name__ == "__main__":

@@ -478,9 +478,7 @@ def measure_device(args) -> None:
 
     cuda = device.type == "cuda"
     record = {
-        "bench": "device",
-        "device": benchlib.device_name(device),
-        **benchlib.stamp(),
+        **benchlib.header("device", device),
         "packages": {name: installed(name) for name in ("torch", *CALL_PACKAGES, "numpy")},
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
@@ -587,7 +585,7 @@ def collect(args) -> None:
 
 
 def main() -> None:
-    parser = benchlib.parser(__doc__)
+    parser = benchlib.parser(__doc__, saves=False)
     commands = parser.add_subparsers(dest="command", required=True)
     packing = commands.add_parser("pack", help="wheels and data into .device/, then the commands")
     packing.add_argument("--folder", type=Path, default=PACK)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import time
-from pathlib import Path
 
 import benchlib
 import torch
@@ -75,12 +74,10 @@ def same(ours: dict, baseline: dict, figure: str, tolerance: float) -> bool:
 
 
 def main() -> None:
-    parser = benchlib.parser(__doc__)
+    parser = benchlib.parser(__doc__, out=True)
     parser.add_argument("--rows", type=int, default=6250, help="target tokens in the batch")
     parser.add_argument("--vocab", type=int, default=37000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--save", action="store_true")
-    parser.add_argument("--out", type=Path, help="also write the JSON record to this file")
     args = parser.parse_args()
     runs = {
         kind: benchlib.in_child(__file__, kind, args.rows, args.vocab, args.repeats)
@@ -90,9 +87,7 @@ def main() -> None:
     memory = "peak_allocated_mib" if "peak_allocated_mib" in ours else "peak_rss_mib"
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     record = {
-        "bench": "loss_speed",
-        "device": benchlib.device_name(device),
-        **benchlib.stamp(),
+        **benchlib.header("loss_speed", device),
         "rows": args.rows,
         "vocab": args.vocab,
         "logits_dtype": "bfloat16",
@@ -108,7 +103,7 @@ def main() -> None:
         "compiled_same_loss": same(compiled, baseline, "loss", 1e-5),
         "compiled_same_gradient": same(compiled, baseline, "gradient_abs_sum", 1e-3),
     }
-    benchlib.finish(record, benchlib.device_kind(device), args.save, args.out)
+    benchlib.finish(record, args, device)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ from aiayn.train.loader import BatchStream
 from aiayn.train.loss import label_smoothed_loss
 from aiayn.train.record import sync_free_mode
 from aiayn.train.settings import Experiment, TrainSettings
-from aiayn.train.trainer import Trainer
+from aiayn.train.trainer import Trainer, leave
 from aiayn.vocab import PAD_ID
 
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}  # dense bf16
@@ -361,7 +361,7 @@ def measure_preset(preset: str, corpus, args, device, peak, write) -> dict:
 
 
 def main() -> None:
-    parser = benchlib.parser(__doc__)
+    parser = benchlib.parser(__doc__, out=True)
     add = parser.add_argument
     add("--presets", nargs="+", default=["base", "big"])
     add("--tokens", type=int, default=25000, help="target tokens per optimizer step")
@@ -376,8 +376,6 @@ def main() -> None:
     add("--rounds", type=int, default=2, help="runs of each trainer; its fastest counts")
     add("--measured-peak-tflops", type=float,
         help="the measured bf16 matmul rate (gpu_suite.py): MFU also against it")  # fmt: skip
-    add("--save", action="store_true")
-    add("--out", type=Path, help="also write the JSON record to this file")
     add("--profile", type=Path, help="also write a torch.profiler table of our step per preset")
     add("--profile-only", action="store_true", help="with --profile: no trainer is timed")
     args = parser.parse_args()
@@ -389,16 +387,13 @@ def main() -> None:
     from aiayn.train.engine import init_process
 
     _, _, device = init_process()
-    name = benchlib.device_name(device)
-    peak = next((value for key, value in PEAK_TFLOPS.items() if key in name), None)
+    record = benchlib.header("train_throughput", device)
+    peak = next((value for key, value in PEAK_TFLOPS.items() if key in record["device"]), None)
     corpus = synthetic_corpus(args.pairs, args.vocab)
     args.rows = []
-    record = {
-        "bench": "train_throughput",
-        "device": name,
+    record |= {
         "peak_tflops": peak,
         "measured_peak_tflops": args.measured_peak_tflops,
-        **benchlib.stamp(),
         "steps": args.steps,
         "results": args.rows,
     }
@@ -409,8 +404,9 @@ def main() -> None:
 
     for preset in args.presets:
         measure_preset(preset, corpus, args, device, peak, write)
-    benchlib.finish(record, benchlib.device_kind(device), args.save, args.out)
+    benchlib.finish(record, args, device)
 
 
 if __name__ == "__main__":
     main()
+    leave(0)  # as the trainer ends: no C++ static destructors after DeepSpeed ran

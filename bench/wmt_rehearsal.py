@@ -118,7 +118,6 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, nargs="+", default=[450_000, 4_500_000])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--vocab-size", type=int, default=1000)
-    parser.add_argument("--save", action="store_true", help="also write bench/results/")
     args = parser.parse_args()
     results = []
     for pairs in args.pairs:
@@ -130,15 +129,13 @@ def main() -> None:
                 print(f"{pairs} pairs: {stage} {row[stage]}", file=sys.stderr, flush=True)
             results.append(row)
     record = {
-        "bench": "wmt_rehearsal",
-        "device": benchlib.device_name(),
-        **benchlib.stamp(),
+        **benchlib.header("wmt_rehearsal"),
         "threads": args.threads,
         "preset": str(PRESET.relative_to(PROJECT)),
         "results": results,
         "rss_growth": benchlib.rss_growth(results, STAGES),
     }
-    benchlib.finish(record, "cpu", args.save)
+    benchlib.finish(record, args)
 
 
 if __name__ == "__main__":
