@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,6 +37,23 @@ def default_run(tmp_path_factory) -> Path:
     root = copy_project(tmp_path_factory.mktemp("default") / "project")
     run_snakemake(root)
     return root
+
+
+@pytest.fixture(scope="module")
+def quick_once(tmp_path_factory) -> Path:
+    """The workflow with one quick experiment (conftest's), run once for the tests that change
+    it and run it again."""
+    root = copy_project(tmp_path_factory.mktemp("quick") / "project")
+    quick_experiment(root)
+    run_snakemake(root)
+    return root
+
+
+@pytest.fixture
+def quick_run(quick_once, tmp_path) -> Path:
+    """A test's own copy of that run: its outputs, checkpoints and snakemake's records of them
+    (all relative to the project), modification times kept."""
+    return Path(shutil.copytree(quick_once, tmp_path / "quick", symlinks=True))
 
 
 def scores(root: Path, name: str, checkpoint: str, split: str) -> dict:
@@ -222,36 +240,32 @@ def mtimes(root: Path, pattern: str) -> dict:
     return {str(p): p.stat().st_mtime_ns for p in root.glob(pattern)}
 
 
-def test_a_bigger_budget_resumes_training_and_leaves_the_data_alone(project_copy):
-    quick_experiment(project_copy)
-    run_snakemake(project_copy)
-    data_before = mtimes(project_copy, "data/**/*")
-    quick_experiment(project_copy, max_steps=40)
-    run_snakemake(project_copy)
-    assert mtimes(project_copy, "data/**/*") == data_before
-    summary = json.loads((project_copy / "runs/quick/train.json").read_text())
+def test_a_bigger_budget_resumes_training_and_leaves_the_data_alone(quick_run):
+    data_before = mtimes(quick_run, "data/**/*")
+    quick_experiment(quick_run, max_steps=40)
+    run_snakemake(quick_run)
+    assert mtimes(quick_run, "data/**/*") == data_before
+    summary = json.loads((quick_run / "runs/quick/train.json").read_text())
     assert summary["steps"] == 40
     assert [Path(p).name for p in summary["average_weights"]] == [
         "step00000030.safetensors",
         "step00000040.safetensors",
     ]
-    log = (project_copy / "logs/train/quick.log").read_text()
+    log = (quick_run / "logs/train/quick.log").read_text()
     assert "resumed from runs/quick/checkpoints/step00000030 (step 30)" in log
-    steps = [r["step"] for r in log_records(project_copy, "quick") if "loss" in r]
+    steps = [r["step"] for r in log_records(quick_run, "quick") if "loss" in r]
     assert steps == [10, 20, 30, 40]
 
 
-def test_editing_model_code_retrains_but_keeps_the_data(project_copy):
-    quick_experiment(project_copy)
-    run_snakemake(project_copy)
-    data_before = mtimes(project_copy, "data/**/*")
-    with open(project_copy / "src/aiayn/model.py", "a") as handle:
+def test_editing_model_code_retrains_but_keeps_the_data(quick_run):
+    data_before = mtimes(quick_run, "data/**/*")
+    with open(quick_run / "src/aiayn/model.py", "a") as handle:
         handle.write("\n# an edit\n")
-    result = run_snakemake(project_copy, "-n")
+    result = run_snakemake(quick_run, "-n")
     assert (
         "train" in result.stdout and "average" in result.stdout and "binarize" not in result.stdout
     )
-    assert mtimes(project_copy, "data/**/*") == data_before
+    assert mtimes(quick_run, "data/**/*") == data_before
 
 
 def test_an_unknown_dev_split_is_a_clear_error(project_copy):
