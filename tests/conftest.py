@@ -160,6 +160,13 @@ def copy_project(root: Path) -> Path:
     return root
 
 
+def copy_built(built: Path, to: Path) -> Path:
+    """A test's own copy of a project snakemake has run in: its outputs and snakemake's records
+    of them (.snakemake/, which name files relative to the project), modification times kept,
+    so that snakemake sees exactly the state the run left."""
+    return Path(shutil.copytree(built, to, symlinks=True))
+
+
 def run_snakemake(workdir: Path, *args: str, check: bool = True, env: dict | None = None):
     """Run the real snakemake CLI in `workdir`; on unexpected failure show its output."""
     command = [sys.executable, "-m", "snakemake", "--cores", "2", *args]

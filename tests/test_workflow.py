@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from aiayn.prepare.binarize import IndexedDataset
 from aiayn.prepare.subword import load
 from tests.conftest import (
     PROJECT,
+    copy_built,
     copy_project,
     edit_config,
     edit_toy_data,
@@ -73,10 +73,8 @@ def built_once(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def built(built_once, tmp_path) -> Path:
-    """A test's own copy of that build: the workflow, its outputs and snakemake's records of
-    them (.snakemake/, which name files relative to the project), modification times kept, so
-    that snakemake sees exactly the state the build left."""
-    return Path(shutil.copytree(built_once, tmp_path / "built", symlinks=True))
+    """A test's own copy of that build."""
+    return copy_built(built_once, tmp_path / "built")
 
 
 def test_default_run_builds_every_data_stage_for_the_toy_corpus(built):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +19,13 @@ import torch
 import yaml
 
 from aiayn.train.checkpoint import load_weights
-from tests.conftest import copy_project, edit_config, quick_experiment, run_snakemake
+from tests.conftest import (
+    copy_built,
+    copy_project,
+    edit_config,
+    quick_experiment,
+    run_snakemake,
+)
 
 pytestmark = pytest.mark.workflow
 
@@ -51,9 +56,8 @@ def quick_once(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def quick_run(quick_once, tmp_path) -> Path:
-    """A test's own copy of that run: its outputs, checkpoints and snakemake's records of them
-    (all relative to the project), modification times kept."""
-    return Path(shutil.copytree(quick_once, tmp_path / "quick", symlinks=True))
+    """A test's own copy of that run (its checkpoints too name files relative to the project)."""
+    return copy_built(quick_once, tmp_path / "quick")
 
 
 def scores(root: Path, name: str, checkpoint: str, split: str) -> dict:
