@@ -646,6 +646,39 @@ def test_readme_layout_map_is_true():
                 assert module in hashed, (row, module)
 
 
+def test_the_package_keeps_the_layout_of_the_pipeline():
+    """#49's shape, kept: few modules at the top level (the rest in one package per stage), no
+    import circle, translation and training knowing nothing of parsing (it plugs in as a task),
+    and no class too long to read."""
+    import ast
+    from graphlib import CycleError, TopologicalSorter
+
+    from aiayn.config.workflow import files_of, imported_names, package_modules
+
+    src = (PROJECT / "src").resolve()
+    package = src / "aiayn"
+    files = sorted(package.rglob("*.py"))
+    assert len(list(package.glob("*.py"))) <= 12
+    # Arrows between modules; the package __init__.py files Python runs on the way are not.
+    arrows = {
+        file: {found[-1] for name in imported_names(file, src) if (found := files_of(name, src))}
+        - {file}
+        for file in files
+    }
+    try:
+        TopologicalSorter(arrows).prepare()
+    except CycleError as circle:
+        pytest.fail(f"an import circle: {[str(p.relative_to(src)) for p in circle.args[1]]}")
+    for stage in ("decode", "train"):
+        for file in (package / stage).glob("*.py"):
+            reached = package_modules(file, src)
+            assert not [p for p in reached if p.is_relative_to(package / "parsing")], file
+    for file in files:
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                assert node.end_lineno - node.lineno < 200, (file, node.name)
+
+
 def test_every_bad_input_row_is_checked_by_the_test_it_names():
     """docs/bad-input.md: each row's test exists and asserts the row's first quoted words."""
     rows = [line for line in doc("bad-input.md").splitlines() if line.startswith("| ")][2:]
