@@ -58,10 +58,11 @@ def tree_commit() -> str:
     return head + ("-dirty" if changed.returncode == 1 else "")
 
 
-def save(record: dict, kind: str) -> Path:
-    """Write `record` as bench/results/<bench>-<kind>.json (kind: cpu or gpu)."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"{record['bench']}-{kind}.json"
+def save(record: dict, kind: str, folder: Path = RESULTS, name: str | None = None) -> Path:
+    """Write `record` as bench/results/<bench or name>-<kind>.json (kind: cpu or gpu); `folder`
+    in place of bench/results/ (gpu_suite's collect into another checkout)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / f"{name or record['bench']}-{kind}.json"
     out.write_text(json.dumps(record) + "\n")
     return out
 

@@ -71,9 +71,8 @@ def trained(config, processor, args, workdir: Path) -> tuple[Transformer, dict]:
     --train-warmup steps. It stops after --train-steps or --train-seconds, or once the model
     stops where a translation ends: every --dev-every steps the first --dev-sentences of
     --dev-source are translated, and it stops when their length is 0.8-1.25 times the
-    reference's (chosen on dev; the timed test set is never looked at). Two fixed recipes
-    failed on an H200 (bench/results, the fifth lend): 300 steps peaking at 5.1e-3 left every
-    output empty, 500 peaking at 7e-4 left them 4x too long (loss 9.6 -> 7.5)."""
+    reference's (chosen on dev; the timed test set is never looked at). Fixed recipes left the
+    outputs empty or 4x too long (docs/benchmarks.md, the fifth lend)."""
     corpus = [[np.array(processor.encode(line)) for line in path.read_text("utf-8").splitlines()]
               for path in (args.train_source, args.train_target)]  # fmt: skip
     warmup = min(args.train_warmup, args.train_steps)

@@ -553,21 +553,20 @@ def collect(args) -> None:
     source, written, results = args.folder, [], args.into / "bench" / "results"
     results.mkdir(parents=True, exist_ok=True)
 
-    def save(record: dict, name: str) -> None:
-        (results / name).write_text(json.dumps(record) + "\n")
-        written.append(results / name)
+    def save(record: dict, name: str | None = None) -> None:
+        written.append(benchlib.save(record, "gpu", results, name))
 
     for name in ("device", "train_throughput", "loss_speed"):
         if (source / f"{name}.json").exists():
-            save(json.loads((source / f"{name}.json").read_text()), f"{name}-gpu.json")
+            save(json.loads((source / f"{name}.json").read_text()), name)
     if (source / "decode_speed.json").exists():
         runs = json.loads((source / "decode_speed.json").read_text())["runs"]
-        save({"bench": "decode_speed_sweep", "runs": runs}, "decode_speed_sweep-gpu.json")
-        save(runs[0], "decode_speed-gpu.json")  # the decode_base part's run, quoted in docs
+        save({"bench": "decode_speed_sweep", "runs": runs})
+        save(runs[0])  # the decode_base part's run (decode_speed), quoted in docs
     found = source / "suite.json"
     suite = json.loads(found.read_text()) if found.exists() else {}
     if set(suite.get("parts", {})) - {"multi30k"}:  # what ran, how long each part took
-        save({"bench": "gpu_suite", **suite}, "suite-gpu.json")
+        save({"bench": "gpu_suite", **suite}, "suite")
     for name, target in (("decode", "decode_profile"), ("train", "train_profile")):
         if (source / f"{name}.prof.txt").exists() and (source / f"{name}.prof.txt").stat().st_size:
             shutil.copyfile(source / f"{name}.prof.txt", results / f"{target}-gpu.txt")
