@@ -113,9 +113,8 @@ def our_trainer(config, corpus, settings: TrainSettings, folder: Path, edit=None
     DeepSpeed wraps it."""
     data = binarized(corpus, config.vocab_size, folder)
     experiment = Experiment("bench", folder / "run", data, data, config, settings)
-    if edit is None:
-        return Trainer(experiment)
-    return Trainer(experiment, lambda model_config: edit(Transformer(model_config)))
+    edited = edit or (lambda model: model)
+    return Trainer(experiment, lambda model_config: edited(Transformer(model_config)))
 
 
 def compile_layers(model: Transformer) -> None:
