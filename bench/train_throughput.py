@@ -297,7 +297,8 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
     # A/B of the optimizer path: fp32 weights, bf16 autocast, torch's fused Adam in one kernel
     "ours_autocast": ("ours_bf16_autocast", functools.partial(ours, precision="bf16-autocast")),
     # and ZeRO 2's flat fp32 buffers (one norm, one Adam over them) for the bf16 optimizer's
-    # parameter-by-parameter tail (#46 item 1); its figures: docs/benchmarks.md, the fifth lend
+    # parameter-by-parameter tail (#46 item 1); it sums gradients in fp32 as ZeRO 1 does, but ran
+    # slower on one GPU (docs/benchmarks.md, the fifth lend)
     "ours_zero2": ("ours_zero2", functools.partial(ours, zero_stage=2)),
     # ours' flat bf16 gradients (train.flat_gradients) against DeepSpeed's bf16 optimizer as
     # shipped, parameter by parameter
