@@ -30,6 +30,7 @@ rule table:
         },
         vocab_sizes=plan.report.vocabulary_sizes(),
         significance=config["report"]["significance"],
+        study=plan.study,
         code=code_version("report_table.py"),
     script:
         "../workflow_scripts/report_table.py"

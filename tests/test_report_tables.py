@@ -1,4 +1,4 @@
-"""Tables 2 and 3's confidence columns from score records (no workflow run needed)."""
+"""Tables 2 and 3's confidence and test columns from score records (no workflow run needed)."""
 
 from __future__ import annotations
 
@@ -18,26 +18,25 @@ def record(p_value=None, is_baseline=False, resampled=True) -> dict:
 
 
 def test_a_row_shows_its_intervals_and_its_test_against_the_baseline():
-    columns = confidence(record(p_value=0.012), significance=0.05)
+    columns = confidence(record(p_value=0.012))
     assert columns == {
-        "BLEU (tok.) ±95%": 0.5,
-        "sacreBLEU ±95%": 0.46,
+        "BLEU (tok.) 95% half-width": 0.5,
+        "sacreBLEU 95% half-width": 0.46,
         "vs. baseline": "base",
+        "test": "sacreBLEU's paired bootstrap (one run each: these two trained models)",
         "p": 0.012,
-        "sig.": "*",
     }
-    assert confidence(record(p_value=0.012), significance=0.01)["sig."] == ""
 
 
 def test_the_baseline_row_and_rows_without_a_test_say_so():
-    assert confidence(record(is_baseline=True), 0.05)["vs. baseline"] == "(baseline)"
-    untested = confidence(record(resampled=False), 0.05)
+    assert confidence(record(is_baseline=True))["vs. baseline"] == "(baseline)"
+    untested = confidence(record(resampled=False))
     assert untested["vs. baseline"] is None and untested["p"] is None
-    assert untested["sacreBLEU ±95%"] is None
-    assert set(confidence(None, 0.05, "dev ")) == {
-        "dev BLEU (tok.) ±95%",
-        "dev sacreBLEU ±95%",
+    assert untested["sacreBLEU 95% half-width"] is None
+    assert set(confidence(None, "dev ")) == {
+        "dev BLEU (tok.) 95% half-width",
+        "dev sacreBLEU 95% half-width",
         "vs. baseline",
+        "test",
         "p",
-        "sig.",
     }

@@ -7,6 +7,7 @@ import random
 from dataclasses import asdict
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import t as scipy_t
 
@@ -15,7 +16,7 @@ from aiayn.errors import InputError
 from aiayn.model_config import build_config
 from aiayn.report.tables import TABLE3_CAPTION, ExperimentResult, caption, table2, table3
 from aiayn.score.bleu import paired_bootstrap
-from aiayn.score.seed_stats import mean_interval, seed_test, summarise
+from aiayn.score.seed_stats import WELCH, mean_interval, seed_test, summarise
 from tests.test_studies import study
 
 WORDS = "the a cat dog sat on mat house big small red blue green old new".split()
@@ -235,11 +236,11 @@ def result(name: str, group: str, bleu: float, seed_record: dict | None = None) 
     )
 
 
-def seed_record(mean: float, sd: float, p: float | None) -> dict:
+def seed_record(mean: float, sd: float, p: float | None, seeds: int = 3) -> dict:
     figures = {"per_seed": [mean - sd, mean, mean + sd], "mean": mean, "sd": sd, "ci95": 1.5}
     test = {"baseline": "tiny", "is_baseline": p is None}
     if p is not None:
-        test.update(p_value=p, difference=1.0)
+        test.update(p_value=p, difference=1.0, baseline_seeds=seeds, method=WELCH)
     return {"sacrebleu": figures, "tokenized_bleu": figures, "test": test}
 
 
@@ -258,11 +259,20 @@ def test_table3_shows_each_experiments_mean_spread_and_seed_aware_test():
     assert other["seeds"] == 3 and other["dev sacreBLEU"] == 72.0
     assert other["dev sacreBLEU sd over seeds"] == 3.0
     assert other["dev PPL"] == 7.2 and other["dev PPL sd over seeds"] == 0.2
-    assert other["dev sacreBLEU ±95%"] == 1.5 and other["p"] == 0.2 and other["sig."] == ""
-    assert baseline["vs. baseline"] == "(baseline)"
+    assert other["dev sacreBLEU 95% half-width"] == 1.5 and other["p"] == 0.2
+    assert other["p, Holm over the table"] == 0.2 and other["mark"] == "none"
+    assert baseline["vs. baseline"] == "(baseline)" and pd.isna(baseline["mark"])
     assert "Welch's t-test" in caption(TABLE3_CAPTION, results)
     plain = caption(TABLE3_CAPTION, [result("a", "a", 1.0)])
-    assert "{seeds}" not in plain and "seeds" not in plain
+    assert "{seeds}" not in plain and "sample standard deviation over seeds" not in plain
+
+
+def test_a_seed_test_needs_spread_on_one_side_at_least():
+    """Zero spread on both sides leaves nothing to test a difference against: no p (it was 0.0,
+    a mark, for any difference)."""
+    test = seed_test([80.0, 80.0, 80.0], [79.0, 79.0, 79.0])
+    assert test["p_value"] is None and test["difference"] == 1.0
+    assert seed_test([80.0, 80.2, 79.8], [79.0, 79.0, 79.0])["p_value"] < 0.05
 
 
 def test_table2_without_seed_records_keeps_one_row_per_run():

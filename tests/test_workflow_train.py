@@ -103,12 +103,15 @@ def test_default_config_fills_results_and_the_report(default_run):
         for suffix in ("md", "csv", "tex"):
             assert (default_run / f"results/toy/tables/{table}.{suffix}").stat().st_size > 0
         assert (default_run / f"results/toy/tables/{table}_detail.md").stat().st_size > 0
-    # the paper's layout: five columns, ours after the paper's rows, one decimal
+    # the paper's layout: five columns, ours under a heading naming the test set, one decimal;
+    # one run each: no mark, and the footnote says why
     shown = (default_run / "results/toy/tables/table2.md").read_text().splitlines()
-    assert shown[2].count("|") == 6 and shown[-1].startswith("* sacreBLEU differs from tiny's")
-    one_head = next(line for line in shown if line.startswith("| tiny_one_head (ours, test) |"))
-    assert re.fullmatch(r"\| tiny_one_head \(ours, test\) \| \d+\.\d\* \|  \| \d\.\d · 10\^\d+ \|  \|",
+    assert shown[2].count("|") == 6 and shown[-1].startswith("One run per experiment: no row")
+    assert "| *Ours, on test (500 lines)* |  |  |  |  |" in shown
+    one_head = next(line for line in shown if line.startswith("| tiny_one_head |"))
+    assert re.fullmatch(r"\| tiny_one_head \| \d+\.\d \|  \| \d\.\d · 10\^\d+ \|  \|",
                         one_head), one_head  # fmt: skip
+    assert r"\label{tab:toy-table2}" in (default_run / "results/toy/tables/table2.tex").read_text()
     params = pd.read_csv(default_run / "results/toy/tables/params.csv").set_index("model")
     toy = yaml.safe_load((default_run / "configs/data/toy.yaml").read_text())["datasets"]["toy"]
     vocab = toy["subword"]  # the toy dataset config.yaml includes
@@ -117,18 +120,23 @@ def test_default_config_fills_results_and_the_report(default_run):
     ours = table2[table2["source"] == "ours"]
     assert len(ours) == 4 and (table2["source"] == "paper").sum() == 8
     assert ours["train FLOPs, counted"].notna().all()
-    assert (ours["sacreBLEU ±95%"] > 0).all() and (ours["BLEU (tok.) ±95%"] > 0).all()
-    # Each row against the config's first experiment, by sacreBLEU's paired bootstrap test.
+    assert (ours["sacreBLEU 95% half-width"] > 0).all()
+    assert (ours["BLEU (tok.) 95% half-width"] > 0).all()
+    # Each row against the config's first experiment, by sacreBLEU's paired bootstrap test:
+    # its p adjusted over the table (Holm), and no mark (one run each compares two models).
     tested = ours.set_index(ours["model"].str.split().str[0])
     assert tested.loc["tiny", "vs. baseline"] == "(baseline)"
     one_head = tested.loc["tiny_one_head"]
-    assert one_head["vs. baseline"] == "tiny" and one_head["p"] < 0.01 and one_head["sig."] == "*"
+    assert one_head["vs. baseline"] == "tiny" and one_head["p"] < 0.01
+    assert one_head["p, Holm over the table"] < 0.05
+    assert one_head["mark"] == "none (one run each)"
     record = scores(default_run, "tiny_one_head", "averaged", "test")["paired_bootstrap"]
     assert record["baseline"] == "tiny" and record["difference"] < -5
     assert "bs:1000|seed:12345" in record["signature"]
     table3 = pd.read_csv(default_run / "results/toy/tables/table3.csv")
     ours3 = table3[table3["source"] == "ours"].set_index("row")
-    assert ours3.loc["tiny_one_head", "sig."] == "*" and ours3["dev sacreBLEU ±95%"].notna().all()
+    assert ours3.loc["tiny_one_head", "mark"] == "none (one run each)"
+    assert ours3["dev sacreBLEU 95% half-width"].notna().all()
     assert list(table3["row"]) == [
         "base",
         "tiny",

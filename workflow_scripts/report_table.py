@@ -10,7 +10,11 @@ from aiayn.report.params import params_caption, params_table
 def params():
     sizes = snakemake.params.vocab_sizes
     table, caption = params_table(sizes), params_caption(sizes)
-    return layout.from_frame("params", table, caption), table, caption
+    return layout.params_layout(table, caption, study()), table, caption
+
+
+def study():
+    return snakemake.params.study
 
 
 def results():
@@ -26,14 +30,14 @@ def table2():
     found, significance = results(), snakemake.params.significance
     detail = tables.table2(found, significance)
     caption = tables.caption(tables.TABLE2_CAPTION, found)
-    return layout.table2(found, significance), detail, caption
+    return layout.table2(found, significance, study()), detail, caption
 
 
 def table3():
     found, significance = results(), snakemake.params.significance
     detail = tables.table3(found, significance)
     caption = tables.caption(tables.TABLE3_CAPTION, found)
-    return layout.table3(found, significance), detail, caption
+    return layout.table3(found, significance, study()), detail, caption
 
 
 def table4():
@@ -48,7 +52,7 @@ def table4():
     }
     baselines = [tables.load_json(path) for path in snakemake.input.baselines]
     detail = parsing_table.table4(parsers, training, baselines)
-    shown = layout.table4(parsers, training, baselines)
+    shown = layout.table4(parsers, training, baselines, study())
     return shown, detail, parsing_table.TABLE4_CAPTION
 
 

@@ -1,278 +1,114 @@
-"""Tables 2, 3 and 4 as the paper prints them, in Markdown and LaTeX, to paste into a paper.
+"""Tables 2, 3 and 4 as the paper prints them, to paste into a paper (aiayn.report.typeset
+writes them as Markdown and LaTeX).
 
-The paper's columns and rounding (BLEU and F1 one decimal, perplexity two, cost as 3.3 · 10^18),
-the paper's rows first and ours labelled; a mean over seeds is one cell, `mean ± sd (seeds)`, and
-a significant difference from the baseline a mark with a one-line footnote. Every other figure
-(intervals, p, chrF, counted FLOPs, devices, signatures) stays in the table's csv and
-`*_detail.md` (aiayn.report.tables).
+The paper's columns, groups and rounding (BLEU and F1 one decimal, perplexity two, cost as
+3.3 · 10^18; the paper's own figures exactly as printed), the paper's rows first and ours below
+a rule, named by the split they were scored on; a mean over seeds is one cell, `mean ± sd
+(seeds)`, and a mark holds for the whole table (aiayn.report.marks), explained in a footnote.
+Every other figure (intervals, raw and adjusted p, chrF, counted FLOPs, devices, signatures)
+stays in the table's csv and `*_detail.md` (aiayn.report.tables).
 """
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass, field
-
 from aiayn.model import count_parameters
 from aiayn.model_config import TransformerConfig
-from aiayn.paper import TABLE2, TABLE2_PAIRS, TABLE2_ROW_OF, TABLE4
+from aiayn.paper import TABLE2, TABLE2_PAIRS, TABLE2_ROW_OF, TABLE3, TABLE4
 from aiayn.report import tables
+from aiayn.report.marks import Family
 from aiayn.report.parsing_table import BASELINE_NAMES, describe_split
 from aiayn.report.tables import ExperimentResult
+from aiayn.report.typeset import MARK, Cost, Heading, Layout, Score, stacked
 
-MARK = "*"
-SEEDS_FOOTNOTE = "a ± s (n): mean and standard deviation over n training seeds."
-
-
-@dataclass
-class Score:
-    """A score cell: one value, or a mean with its sd over seeds, marked where it differs
-    significantly from the baseline's."""
-
-    value: float | None
-    digits: int = 1
-    sd: float | None = None
-    seeds: int = 1
-    marked: bool = False
-
-    def render(self, latex: bool) -> str:
-        if self.value is None:
-            return ""
-        text = f"{self.value:.{self.digits}f}"
-        if self.seeds > 1 and self.sd is not None:
-            pm = r"$\pm$" if latex else "±"
-            text += f" {pm} {self.sd:.{self.digits}f} ({self.seeds})"
-        if self.marked:
-            text += f"$^{MARK}$" if latex else MARK
-        return text
+SEEDS_FOOTNOTE = "a ± s (n): mean and sample standard deviation over n training seeds."
+SAME_SEEDS_FOOTNOTE = "a ± s: mean and sample standard deviation over {n} training seeds."
 
 
-def printed_digits(value: float | None) -> int:
-    """The decimals the paper printed a figure of its own with (23.75, 24.6): kept as printed."""
-    return 1 if value is None else max(1, len(repr(value).partition(".")[2]))
+def printed(text: str | None) -> Score:
+    """A figure of the paper's as it printed it (26.30, 24.6)."""
+    if text is None:
+        return Score(None)
+    return Score(float(text), max(1, len(text.partition(".")[2])))
 
 
-@dataclass
-class Cost:
-    """Training FLOPs as the paper prints them: 3.3 · 10^18."""
-
-    flops: float | None
-
-    def render(self, latex: bool) -> str:
-        if self.flops is None:
-            return ""
-        exponent = math.floor(math.log10(self.flops))
-        mantissa = round(self.flops / 10**exponent, 1)
-        if mantissa >= 10:  # 9.96e18 rounds to 10.0: print 1.0 · 10^19
-            mantissa, exponent = mantissa / 10, exponent + 1
-        if latex:
-            return rf"${mantissa:.1f} \cdot 10^{{{exponent}}}$"
-        return f"{mantissa:.1f} · 10^{exponent}"
-
-
-@dataclass
-class Layout:
-    """A table as the paper lays it out: `groups` spans over the column heads (LaTeX
-    \\multicolumn, Markdown folds them into the heads), ours after a rule below the paper's."""
-
-    name: str
-    caption: str
-    columns: list[str]
-    rows: list[list] = field(default_factory=list)
-    groups: list[tuple[str, int]] = field(default_factory=list)  # (text, columns spanned)
-    rule_before: set[int] = field(default_factory=set)  # row indices
-    footnotes: list[str] = field(default_factory=list)
-
-
-def cell(value, latex: bool) -> str:
-    if isinstance(value, Score | Cost):
-        return value.render(latex)
-    text = "" if value is None else str(value)
-    return latex_escape(text) if latex else text.replace("|", "\\|")
-
-
-def latex_escape(text: str) -> str:
-    for plain, escaped in (
-        ("\\", r"\textbackslash{}"),
-        ("&", r"\&"),
-        ("%", r"\%"),
-        ("#", r"\#"),
-        ("_", r"\_"),
-        ("$", r"\$"),
-        ("{", r"\{"),
-        ("}", r"\}"),
-        ("~", r"\textasciitilde{}"),
-        ("^", r"\^{}"),
-        ("±", r"$\pm$"),
-        ("·", r"$\cdot$"),
-        ("ε", r"$\epsilon$"),
-        ("×", r"$\times$"),
-    ):
-        text = text.replace(plain, escaped)
-    return text
-
-
-def heads(layout: Layout) -> list[str]:
-    """The column heads with their group's name folded in (Markdown has no spans)."""
-    named, index = list(layout.columns), 0
-    for text, span in layout.groups:
-        for column in range(index, index + span):
-            if text:
-                named[column] = f"{text} {named[column]}"
-        index += span
-    return named
-
-
-NUMBER = re.compile(r"[-+]?\d[\d.,]*(e[-+]?\d+)?K?")  # 0.1, 512, 1e-09, 100K
-
-
-def numeric(value) -> bool:
-    """Whether a cell holds a figure (a score, a cost, a number, a count such as 100K)."""
-    if isinstance(value, Score | Cost | int | float):
-        return True
-    return isinstance(value, str) and NUMBER.fullmatch(value) is not None
-
-
-def alignments(layout: Layout) -> list[str]:
-    """Markdown's alignment row: figures to the right, text (names, settings) to the left."""
-    marks = []
-    for index in range(len(layout.columns)):
-        cells = [row[index] for row in layout.rows if row[index] not in (None, "")]
-        marks.append("---:" if cells and all(map(numeric, cells)) else ":---")
-    return marks
-
-
-def markdown(layout: Layout) -> str:
-    lines = [layout.caption, "", "| " + " | ".join(heads(layout)) + " |"]
-    lines.append("|" + "|".join(alignments(layout)) + "|")
-    for row in layout.rows:
-        lines.append("| " + " | ".join(cell(value, False) for value in row) + " |")
-    return "\n".join([*lines, "", *layout.footnotes]).rstrip() + "\n"
-
-
-def latex(layout: Layout) -> str:
-    """A booktabs table: \\caption, \\label{tab:<name>}, the footnotes under the rule."""
-    width = len(layout.columns)
-    lines = [
-        r"\begin{table}[t]",
-        r"\centering",
-        rf"\caption{{{latex_escape(layout.caption)}}}",
-        rf"\label{{tab:{layout.name}}}",
-        rf"\begin{{tabular}}{{l{'c' * (width - 1)}}}",
-        r"\toprule",
-    ]
-    if layout.groups:
-        spans, rules, start = [], [], 1
-        for text, span in layout.groups:
-            spans.append(
-                rf"\multicolumn{{{span}}}{{c}}{{{latex_escape(text)}}}"
-                if span > 1
-                else latex_escape(text)
-            )
-            if text and span > 1:
-                rules.append(rf"\cmidrule(lr){{{start}-{start + span - 1}}}")
-            start += span
-        lines += [" & ".join(spans) + r" \\", "".join(rules)]
-    lines.append(" & ".join(latex_escape(column) for column in layout.columns) + r" \\")
-    lines.append(r"\midrule")
-    for index, row in enumerate(layout.rows):
-        if index in layout.rule_before:
-            lines.append(r"\midrule")
-        lines.append(" & ".join(cell(value, True) for value in row) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    if layout.footnotes:
-        notes = r" \\ ".join(latex_escape(note) for note in layout.footnotes)
-        lines += [r"\par\smallskip", rf"{{\footnotesize {notes}\par}}"]
-    return "\n".join([*lines, r"\end{table}"]) + "\n"
-
-
-def significance_note(results: list[ExperimentResult], significance: float) -> str:
-    """The mark's footnote: which baseline, which test."""
-    seeded = any(result.seed_scores for result in results)
-    test = "Welch's t-test over seeds" if seeded else "sacreBLEU's paired bootstrap"
-    baseline = next(
-        (
-            r.group
-            for r in results
-            for rec in r.scores.values()
-            if (rec.get("paired_bootstrap") or {}).get("is_baseline")
-        ),
+def baseline_name(results: list[ExperimentResult]) -> str:
+    return next(
+        (r.group for r in results for key in r.scores if tables.test_of(r, key).get("is_baseline")),
         "the baseline",
     )
-    return (
-        f"{MARK} sacreBLEU differs from {baseline}'s at p < {significance:g} ({test}; "
-        "p and intervals in the csv)."
-    )
 
 
-def seed_test_of(record: dict, over_seeds: dict | None) -> dict:
-    return (over_seeds or {}).get("test") or record.get("paired_bootstrap") or {}
+def footnotes(results: list[ExperimentResult], comparisons: Family, layout: Layout) -> list[str]:
+    """What `±` and the mark mean, and why rows went unmarked; none where nothing needs it.
+    Where every seeded experiment has the same seeds, their count is said once, not per cell."""
+    counts = {len(runs) for runs in tables.by_experiment(results)}
+    notes = []
+    if counts - {1}:
+        uniform = len(counts) == 1
+        for row in layout.rows:
+            for value in row if isinstance(row, list) else ():
+                if isinstance(value, Score):
+                    value.seeds_shown = not uniform
+        notes.append(SAME_SEEDS_FOOTNOTE.format(n=counts.pop()) if uniform else SEEDS_FOOTNOTE)
+    baseline = baseline_name(results)
+    return notes + [note.format(mark=MARK, baseline=baseline) for note in comparisons.notes()]
 
 
-def bleu_score(record, over_seeds, runs: int, significance: float, metric: str) -> Score:
-    test = seed_test_of(record, over_seeds)
-    marked = not test.get("is_baseline") and (test.get("p_value") or 1.0) < significance
+def bleu_score(result: ExperimentResult, key, runs: int, marked: set, metric: str) -> Score:
+    """An experiment's BLEU on one split: its run's, or its mean and sd over seeds."""
+    over_seeds = result.seed_scores.get(key)
+    is_marked = (result.group, key) in marked
     if over_seeds is not None:
         figures = over_seeds[metric]
-        return Score(figures["mean"], sd=figures["sd"], seeds=runs, marked=marked)
-    return Score(record[metric]["score"], marked=marked)
+        return Score(figures["mean"], sd=figures["sd"], seeds=runs, marked=is_marked)
+    return Score(result.scores[key][metric]["score"], marked=is_marked)
 
 
-def table2(results: list[ExperimentResult], significance: float = 0.05) -> Layout:
+def table2(results: list[ExperimentResult], significance: float = 0.05, study: str = "") -> Layout:
     """Model | BLEU EN-DE | EN-FR | Training cost EN-DE | EN-FR: the paper's rows, then ours
-    (averaged models, the paper's tokenized BLEU on each test split); an experiment compared
-    with the paper's base or big shares its row with the same experiment of the other pair."""
+    (averaged models, the paper's tokenized BLEU) under a heading naming each test split; an
+    experiment compared with the paper's base or big shares its row with the same experiment
+    of the other pair."""
     layout = Layout(
         "table2",
-        "Table 2, regenerated: BLEU on newstest2014 and training cost, the paper's rows "
-        "(Vaswani et al. 2017) and ours (averaged models, tokenized BLEU with compounds split as "
-        "the paper's, on the test split named; cost as the paper's: hours × devices × sustained "
-        "fp32 TFLOPS).",
+        "Table 2",
+        "BLEU and training cost: the paper's rows, on the English-to-German and "
+        "English-to-French newstest2014 tests (Vaswani et al., 2017), and, below the rule, ours: "
+        "averaged models on the test set each heading names, BLEU tokenized with compounds "
+        "split as the paper's, cost as the paper's (hours × devices × sustained fp32 TFLOPS).",
         ["Model", "EN-DE", "EN-FR", "EN-DE", "EN-FR"],
         groups=[("", 1), ("BLEU", 2), ("Training Cost (FLOPs)", 2)],
+        study=study,
     )
-    for model, *figures in TABLE2:
-        bleu = [Score(value, printed_digits(value)) for value in figures[:2]]
-        layout.rows.append([model, *bleu, Cost(figures[2]), Cost(figures[3])])
-    layout.rule_before.add(len(layout.rows))
-    ours: dict[tuple, list] = {}
+    for model, de, fr, de_cost, fr_cost in TABLE2:
+        costs = (
+            [Cost(de_cost, span=2), None] if de_cost == fr_cost else [Cost(de_cost), Cost(fr_cost)]
+        )
+        layout.rows.append([model, printed(de), printed(fr), *costs])
+    comparisons = tables.family(results, tables.table2_keys, significance)
+    marked = comparisons.marked()
+    ours: dict[str, dict[str, list]] = {}  # test set -> row name -> row
     for runs in tables.by_experiment(results):
         first = runs[0]
         if first.pair not in TABLE2_PAIRS:
             continue
         bleu_column = 1 if first.pair == "en-de" else 2
         cost = Cost(tables.mean_of([tables.paper_way_cost(run.summary) for run in runs]))
-        for (checkpoint, split), record in first.scores.items():
-            if checkpoint != "averaged" or split == first.dev_split:
-                continue
-            key = (TABLE2_ROW_OF.get(first.paper_row or "") or first.group, split)
-            if key in ours and ours[key][bleu_column].value is not None:
-                key = (first.group, split)  # that pair's cell is taken: a row of its own
-            row = ours.setdefault(key, ["", Score(None), Score(None), Cost(None), Cost(None)])
-            over_seeds = first.seed_scores.get((checkpoint, split))
-            row[bleu_column] = bleu_score(
-                record, over_seeds, len(runs), significance, "tokenized_bleu"
-            )
+        for key in tables.table2_keys(first):
+            rows = ours.setdefault(tables.describe_test_set(first.scores[key]), {})
+            name = TABLE2_ROW_OF.get(first.paper_row or "") or first.group
+            if name in rows and rows[name][bleu_column].value is not None:
+                name = first.group  # that pair's cell is taken: a row of its own
+            row = rows.setdefault(name, ["", Score(None), Score(None), Cost(None), Cost(None)])
+            row[bleu_column] = bleu_score(first, key, len(runs), marked, "tokenized_bleu")
             row[bleu_column + 2] = cost
             row[0] = " / ".join(filter(None, [row[0], first.group]))
-    for (_, split), row in ours.items():
-        row[0] = f"{row[0]} (ours, {split})"
-        layout.rows.append(row)
-    layout.footnotes = footnotes(results, significance)
+    for test_set, rows in ours.items():
+        layout.rule_before.add(len(layout.rows))
+        layout.rows.append(Heading(f"Ours, on {test_set}"))
+        layout.rows += rows.values()
+    layout.footnotes = footnotes(results, comparisons, layout)
     return layout
-
-
-def footnotes(results: list[ExperimentResult], significance: float) -> list[str]:
-    notes = []
-    if any(result.seed_scores for result in results):
-        notes.append(SEEDS_FOOTNOTE)
-    if any(
-        seed_test_of(record, result.seed_scores.get(key)).get("p_value") is not None
-        for result in results
-        for key, record in result.scores.items()
-    ):
-        notes.append(significance_note(results, significance))
-    return notes
 
 
 TABLE3_COLUMNS = [
@@ -290,56 +126,104 @@ TABLE3_COLUMNS = [
     "BLEU (dev)",
     "params ×10^6",
 ]
+TABLE3_LATEX_COLUMNS = [
+    "",
+    "$N$",
+    r"$d_{\mathrm{model}}$",
+    r"$d_{\mathrm{ff}}$",
+    "$h$",
+    "$d_k$",
+    "$d_v$",
+    r"$P_{\mathrm{drop}}$",
+    r"$\epsilon_{ls}$",
+    r"\shortstack{train\\steps}",
+    r"\shortstack{PPL\\(dev)}",
+    r"\shortstack{BLEU\\(dev)}",
+    r"\shortstack{params\\$\times 10^6$}",
+]
 
 
-def table3(results: list[ExperimentResult], significance: float = 0.05) -> Layout:
-    """The paper's columns; each of our experiments (its last checkpoint on its dev split,
-    the paper's tokenized BLEU) under the paper's row it varies."""
+def paper_group(row: str) -> str:
+    """The paper's name for a row's group: base, (A) to (E), big."""
+    return row if row in ("base", "big") else f"({row.partition('_')[0]})"
+
+
+def table3(results: list[ExperimentResult], significance: float = 0.05, study: str = "") -> Layout:
+    """The paper's columns in its groups (base, (A)-(E), big): in each group the paper's rows
+    it varies, a rule, and our experiments that vary it (their last checkpoint on the dev
+    split, the paper's tokenized BLEU); experiments with no row of the paper's come last."""
+    splits = sorted({result.dev_split for result in results})
     layout = Layout(
         "table3",
-        "Table 3, regenerated: variations on the Transformer, the paper's rows (EN-DE "
-        "newstest2013, base-size models, 37000-token vocabulary) each followed by ours (last "
-        "checkpoint, no averaging, on the experiment's dev split; PPL per BPE token).",
+        "Table 3",
+        "Variations on the Transformer architecture: the paper's rows (English-to-German "
+        "newstest2013, base-size models, a 37000-token vocabulary; Vaswani et al., 2017) and, "
+        "after a rule in each group, our experiments (last checkpoint, no averaging, on "
+        f"{', '.join(splits)}); perplexities per BPE token.",
         TABLE3_COLUMNS,
+        latex_columns=TABLE3_LATEX_COLUMNS,
+        study=study,
     )
+    comparisons = tables.family(results, tables.table3_keys, significance)
+    marked = comparisons.marked()
+    groups: dict[str, tuple[list, list]] = {}  # group -> (paper's rows, ours)
     for runs in tables.by_experiment(results):
         first = runs[0]
-        if first.paper_row:
-            paper = tables.paper_table3_row(first.paper_row)
-            layout.rows.append(
-                [
-                    first.paper_row,
-                    *architecture_cells(paper),
-                    steps(paper["train steps"]),
-                    Score(paper["dev PPL"], 2),
-                    Score(paper["dev BLEU (tok.)"]),
-                    Score(paper["params (M)"], 0),
-                ]
-            )
-        config = TransformerConfig(**first.model)
-        key = ("last", first.dev_split)
-        record, over_seeds = first.scores.get(key), first.seed_scores.get(key)
-        perplexities = [run.summary["dev_ppl"] for run in runs]
-        ppl = Score(tables.mean_of(perplexities), 2, tables.spread(perplexities), len(runs))
-        bleu = (
-            bleu_score(record, over_seeds, len(runs), significance, "tokenized_bleu")
-            if record
-            else Score(None)
-        )
-        millions = count_parameters(config) / 1e6
-        ours = {**tables.architecture(config), "eps_ls": first.train["label_smoothing"]}
-        layout.rows.append(
-            [
-                f"{first.group} (ours, {first.dev_split})",
-                *architecture_cells(ours),
-                steps(first.summary["steps"]),
-                ppl,
-                bleu,
-                Score(millions, 0 if millions >= 10 else 1),
-            ]
-        )
-    layout.footnotes = footnotes(results, significance)
+        group = paper_group(first.paper_row) if first.paper_row else "other"
+        paper, ours = groups.setdefault(group, ([], []))
+        if first.paper_row and first.paper_row not in {row[0] for row in paper}:
+            paper.append([first.paper_row, *paper_cells(first.paper_row)])
+        ours.append([first.group, *our_cells(runs, marked)])
+    for group, (paper, ours) in sorted(groups.items(), key=lambda item: group_order(item[0])):
+        if layout.rows:
+            layout.rule_before.add(len(layout.rows))
+        for index, row in enumerate(sorted(paper, key=lambda row: list(TABLE3).index(row[0]))):
+            layout.rows.append([group if index == 0 else "", *row[1:]])
+        if paper:
+            layout.light_rule_before.add(len(layout.rows))
+        layout.rows += ours
+    layout.footnotes = footnotes(results, comparisons, layout)
     return layout
+
+
+GROUP_ORDER = ["base", "(A)", "(B)", "(C)", "(D)", "(E)", "big", "other"]
+
+
+def group_order(group: str) -> int:
+    return GROUP_ORDER.index(group)
+
+
+def paper_cells(row: str) -> list:
+    paper = tables.paper_table3_row(row)
+    return [
+        *architecture_cells(paper),
+        steps(paper["train steps"]),
+        Score(paper["dev PPL"], 2),
+        Score(paper["dev BLEU (tok.)"]),
+        Score(paper["params (M)"], 0),
+    ]
+
+
+def our_cells(runs: list[ExperimentResult], marked: set) -> list:
+    """An experiment's cells of Table 3: its settings, steps, perplexity, BLEU, parameters."""
+    first = runs[0]
+    config = TransformerConfig(**first.model)
+    key = ("last", first.dev_split)
+    perplexities = [run.summary["dev_ppl"] for run in runs]
+    ppl = Score(tables.mean_of(perplexities), 2, tables.spread(perplexities), len(runs))
+    bleu = (
+        bleu_score(first, key, len(runs), marked, "tokenized_bleu")
+        if key in first.scores
+        else Score(None)
+    )
+    ours = {**tables.architecture(config), "eps_ls": first.train["label_smoothing"]}
+    return [
+        *architecture_cells(ours),
+        steps(first.summary["steps"]),
+        ppl,
+        bleu,
+        Score(count_parameters(config) / 1e6, 1),
+    ]
 
 
 def architecture_cells(row: dict) -> list:
@@ -350,8 +234,8 @@ def architecture_cells(row: dict) -> list:
         row["h"],
         row["d_k"],
         row["d_v"],
-        row["P_drop"],
-        row["eps_ls"],
+        Score(row["P_drop"]),
+        Score(row["eps_ls"]),
     ]
 
 
@@ -360,52 +244,92 @@ def steps(count: int) -> str:
     return f"{count // 1000}K" if count >= 1000 and count % 1000 == 0 else str(count)
 
 
-def table4(results: list[ExperimentResult], training: dict[str, str], baselines=()) -> Layout:
-    """Parser | Training | WSJ 23 F1: the paper's rows, the trivial baselines, then ours (the
-    averaged model on each test split, named in the last column)."""
+def table4(
+    results: list[ExperimentResult], training: dict[str, str], baselines=(), study: str = ""
+) -> Layout:
+    """Parser | Training | F1: the paper's rows, then, under a heading naming each test split,
+    the trivial baselines and ours (the averaged model)."""
     layout = Layout(
         "table4",
-        "Table 4, regenerated: English constituency parsing, the paper's rows (F1 on WSJ "
-        "section 23) and ours with trivial baselines on the split named (EVALB's rules, "
-        "COLLINS.prm); a treebank sample's figures are not comparable to WSJ 23.",
-        ["Parser", "Training", "F1", "Test set"],
+        "Table 4",
+        "English constituency parsing: the paper's rows (F1 on Section 23 of WSJ; Vaswani et "
+        "al., 2017) and, below the rule, trivial baselines and ours on the split each heading "
+        "names (EVALB's rules, COLLINS.prm); a treebank sample's figures are not comparable to "
+        "WSJ 23.",
+        ["Parser", "Training", "F1"],
+        study=study,
     )
     for parser, setting, f1 in TABLE4:
-        layout.rows.append([parser, setting, Score(f1), "WSJ 23"])
-    layout.rule_before.add(len(layout.rows))
+        layout.rows.append([parser, setting, Score(f1)])
+    ours: dict[str, list] = {}  # test split -> rows
     for record in baselines:
         for name, scores in record["baselines"].items():
-            layout.rows.append(
-                [
-                    BASELINE_NAMES[name].format(**record["labels"]) + " (baseline)",
-                    "none",
-                    Score(scores["all"]["f1"]),
-                    describe_split(record),
-                ]
-            )
+            label = BASELINE_NAMES[name].format(**record["labels"]) + " (baseline)"
+            row = [label, "none", Score(scores["all"]["f1"])]
+            ours.setdefault(describe_split(record), []).append(row)
     for result in results:
         for (checkpoint, split), record in result.scores.items():
             if checkpoint == "averaged" and split != result.dev_split:
-                layout.rows.append(
-                    [
-                        f"{result.name} (ours)",
-                        training[result.name],
-                        Score(record["evalb"]["all"]["f1"]),
-                        describe_split(record),
-                    ]
-                )
+                row = [
+                    f"{result.name} (ours)",
+                    training[result.name],
+                    Score(record["evalb"]["all"]["f1"]),
+                ]
+                ours.setdefault(describe_split(record), []).append(row)
+    for split, rows in ours.items():
+        layout.rule_before.add(len(layout.rows))
+        layout.rows += [Heading(f"On {split}"), *rows]
     return layout
 
 
-def from_frame(name: str, frame, caption: str) -> Layout:
-    """A table with no counterpart in the paper (the parameter counts) as it is, its numbers
-    as short as they are exact (`g`)."""
-    rows = [list(map(short, row)) for row in frame.astype(object).itertuples(index=False)]
-    return Layout(name, caption, [str(column) for column in frame.columns], rows)
+PARAMS_LATEX_COLUMNS = dict(zip(TABLE3_COLUMNS[1:8], TABLE3_LATEX_COLUMNS[1:8], strict=True))
 
 
-def short(value):
-    """A frame's cell: empty for a missing one, a float as short as it is exact."""
-    if value is None or value != value:  # None or NaN
-        return ""
-    return f"{value:g}" if isinstance(value, float) else value
+def params_layout(frame, caption: str, study: str = "") -> Layout:
+    """The parameter counts of every preset (aiayn.report.params): the architecture, then the
+    counts in millions under one group head, each column's numbers in one format."""
+    counts = [column for column in frame.columns if str(column).startswith(("params", "ours"))]
+    settings = [column for column in frame.columns if column not in counts]
+    shows = [column_format(frame[column]) for column in frame.columns]
+    rows = [
+        [show(value) for show, value in zip(shows, row, strict=True)]
+        for row in frame.astype(object).itertuples(index=False)
+    ]
+    heads = [*settings, *(count_head(column) for column in counts)]
+    return Layout(
+        "params",
+        "Parameters",
+        caption,
+        heads,
+        rows,
+        groups=[("", len(settings)), ("params (M)", len(counts))],
+        latex_columns=[
+            PARAMS_LATEX_COLUMNS.get(head, stacked(head))
+            if index < len(settings)
+            else stacked(head)
+            for index, head in enumerate(heads)
+        ],
+        study=study,
+    )
+
+
+def count_head(column: str) -> str:
+    """`params, ours (M)` -> `ours`, `params at toy's 800 (M)` -> `at toy's 800`: the group
+    head says params (M)."""
+    return column.removeprefix("params").removesuffix("(M)").strip(" ,")
+
+
+def column_format(column):
+    """How a column's cells print: its floats with the fewest decimals that show every one of
+    them, the rest as they are."""
+    floats = [value for value in column if isinstance(value, float) and value == value]
+    digits = min(
+        (d for d in range(4) if all(round(value, d) == value for value in floats)), default=3
+    )
+
+    def show(value):
+        if value is None or value != value:  # None or NaN
+            return ""
+        return f"{value:.{digits}f}" if isinstance(value, float) else value
+
+    return show

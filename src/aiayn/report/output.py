@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from aiayn.report.layout import Layout
-from aiayn.report.layout import latex as layout_latex
-from aiayn.report.layout import markdown as layout_markdown
+from aiayn.report.typeset import Layout
+from aiayn.report.typeset import latex as layout_latex
+from aiayn.report.typeset import markdown as layout_markdown
 from aiayn.textio import atomic_output
 
 

@@ -23,6 +23,7 @@ from aiayn.paper import (
     TABLE3_LABEL_SMOOTHING,
     paper_cost,
 )
+from aiayn.report.marks import Family
 
 PAPER, OURS = "paper", "ours"
 
@@ -103,46 +104,93 @@ def paper_way_cost(summary: dict, rate: str = "fp32") -> float | None:
     return paper_cost(summary["seconds"] / 3600, summary["processes"], tflops)
 
 
-def confidence(record: dict | None, significance: float, prefix: str = "") -> dict:
-    """The 95% bootstrap intervals of a score record's BLEUs (half-widths) and its paired test
-    against the baseline: p, and `*` where p < `significance`."""
+def confidence(record: dict | None, prefix: str = "") -> dict:
+    """The 95% intervals of a score record's BLEUs (half-widths: the bootstrap's over sentences
+    for one run, Student's t over seeds for several) and its test against the baseline: which
+    baseline, the raw p and the test (`mark` and the adjusted p come from the table's family)."""
     columns = {
-        f"{prefix}BLEU (tok.) ±95%": None,
-        f"{prefix}sacreBLEU ±95%": None,
+        f"{prefix}BLEU (tok.) 95% half-width": None,
+        f"{prefix}sacreBLEU 95% half-width": None,
         "vs. baseline": None,
+        "test": None,
         "p": None,
-        "sig.": None,
     }
     if record is None:
         return columns
     if "per_seed" in record["sacrebleu"]:
-        return seed_confidence(record, significance, columns, prefix)
+        columns[f"{prefix}BLEU (tok.) 95% half-width"] = round(record["tokenized_bleu"]["ci95"], 2)
+        columns[f"{prefix}sacreBLEU 95% half-width"] = round(record["sacrebleu"]["ci95"], 2)
+        return with_test(columns, record["test"])
     for key, metric in (
-        (f"{prefix}BLEU (tok.) ±95%", "tokenized_bleu"),
-        (f"{prefix}sacreBLEU ±95%", "sacrebleu"),
+        (f"{prefix}BLEU (tok.) 95% half-width", "tokenized_bleu"),
+        (f"{prefix}sacreBLEU 95% half-width", "sacrebleu"),
     ):
         bootstrap = record[metric].get("bootstrap")
         columns[key] = round(bootstrap["ci95"], 2) if bootstrap else None
-    return with_test(columns, record.get("paired_bootstrap") or {}, significance)
+    return with_test(columns, record.get("paired_bootstrap") or {})
 
 
-def with_test(columns: dict, test: dict, significance: float) -> dict:
-    """The baseline, p and its star from a test record (one run's or over seeds)."""
+def with_test(columns: dict, test: dict) -> dict:
+    """The baseline, the test and its raw p from a test record (one run's or over seeds)."""
     if test.get("is_baseline"):
         columns["vs. baseline"] = "(baseline)"
     elif test.get("p_value") is not None:
-        columns["vs. baseline"] = test["baseline"]
+        columns["vs. baseline"] = test["baseline"] if "baseline" in test else None
+        columns["test"] = test.get("method") or PAIRED_BOOTSTRAP
         columns["p"] = round(test["p_value"], 4)
-        columns["sig."] = "*" if test["p_value"] < significance else ""
     return columns
 
 
-def seed_confidence(record: dict, significance: float, columns: dict, prefix: str) -> dict:
-    """The same columns from an experiment's record over seeds: each mean's 95% half-width over
-    its seeds, and the seed test against the baseline (aiayn.score.seed_stats)."""
-    columns[f"{prefix}BLEU (tok.) ±95%"] = round(record["tokenized_bleu"]["ci95"], 2)
-    columns[f"{prefix}sacreBLEU ±95%"] = round(record["sacrebleu"]["ci95"], 2)
-    return with_test(columns, record["test"], significance)
+PAIRED_BOOTSTRAP = "sacreBLEU's paired bootstrap (one run each: these two trained models)"
+
+
+def test_of(result: ExperimentResult, key: tuple) -> dict:
+    """The test of an experiment's score against the baseline's: over its seeds where it has
+    several, else its one run's paired bootstrap."""
+    over_seeds = result.seed_scores.get(key)
+    if over_seeds is not None:
+        return over_seeds.get("test") or {}
+    return (result.scores.get(key) or {}).get("paired_bootstrap") or {}
+
+
+def table2_keys(result: ExperimentResult) -> list[tuple]:
+    """The scores Table 2 shows of an experiment: its averaged model on every test split."""
+    return [key for key in result.scores if key[0] == "averaged" and key[1] != result.dev_split]
+
+
+def table3_keys(result: ExperimentResult) -> list[tuple]:
+    """The score Table 3 shows: the last checkpoint on the dev split, as the paper."""
+    key = ("last", result.dev_split)
+    return [key] if key in result.scores else []
+
+
+def family(results: list[ExperimentResult], keys, significance: float) -> Family:
+    """Every comparison a table shows with the baseline, one family: marks hold for the table."""
+    found = Family(significance)
+    for runs in by_experiment(results):
+        for key in keys(runs[0]):
+            found.add((runs[0].group, key), test_of(runs[0], key), len(runs))
+    return found
+
+
+def with_marks(rows: list[dict], comparisons: Family) -> pd.DataFrame:
+    """The rows with their Holm-adjusted p and mark, from their `_key` in the family."""
+    adjusted, marked = comparisons.adjusted(), comparisons.marked()
+    for row in rows:
+        key = row.pop("_key", None)
+        row["p, Holm over the table"] = rounded(adjusted.get(key), 4)
+        row["mark"] = mark_of(key, comparisons, marked)
+    return pd.DataFrame(rows)
+
+
+def mark_of(key, comparisons: Family, marked: set) -> str | None:
+    """`*`, or `none` and why (a row with no test: nothing)."""
+    if key in marked:
+        return "*"
+    if key not in comparisons.tests:
+        return None
+    reason = comparisons.why_unmarked(key)
+    return f"none ({reason})" if reason else "none"
 
 
 def describe_test_set(record: dict) -> str:
@@ -174,7 +222,7 @@ def table2(results: list[ExperimentResult], significance: float = 0.05) -> pd.Da
                         "BLEU (tok.) sd over seeds": None,
                         "sacreBLEU": None,
                         "sacreBLEU sd over seeds": None,
-                        **confidence(None, significance),
+                        **confidence(None),
                         "chrF": None,
                         "train cost, paper's way (FLOPs)": entry[cost_column],
                         "train cost at bf16 rate (FLOPs)": None,
@@ -184,8 +232,8 @@ def table2(results: list[ExperimentResult], significance: float = 0.05) -> pd.Da
                     }
                 )
         for runs in by_experiment([r for r in results if r.pair == pair]):
-            rows += table2_rows(runs, pair, significance)
-    table = pd.DataFrame(rows)
+            rows += table2_rows(runs, pair)
+    table = with_marks(rows, family(results, table2_keys, significance))
     for column in (
         "train cost, paper's way (FLOPs)",
         "train cost at bf16 rate (FLOPs)",
@@ -229,7 +277,7 @@ def bleu_columns(record: dict | None, over_seeds: dict | None, names: tuple) -> 
     }
 
 
-def table2_rows(runs: list[ExperimentResult], pair: str, significance: float) -> list[dict]:
+def table2_rows(runs: list[ExperimentResult], pair: str) -> list[dict]:
     """One experiment's rows of Table 2, one per test split: its run's scores, or with several
     seeds their mean, spread and seed-aware test, and the mean training cost of a run."""
     first = runs[0]
@@ -237,9 +285,8 @@ def table2_rows(runs: list[ExperimentResult], pair: str, significance: float) ->
     label = first.group + (f" (vs. {compare})" if compare else "")
     summaries = [run.summary for run in runs]
     rows = []
-    for (checkpoint, split), record in first.scores.items():
-        if checkpoint != "averaged" or split == first.dev_split:
-            continue
+    for checkpoint, split in table2_keys(first):
+        record = first.scores[(checkpoint, split)]
         over_seeds = first.seed_scores.get((checkpoint, split))
         bleu = bleu_columns(record, over_seeds, TABLE2_BLEU)
         if over_seeds is not None:
@@ -254,7 +301,7 @@ def table2_rows(runs: list[ExperimentResult], pair: str, significance: float) ->
                 "test set": describe_test_set(record),
                 "seeds": len(runs),
                 **bleu,
-                **confidence(over_seeds or record, significance),
+                **confidence(over_seeds or record),
                 "chrF": rounded(chrf),
                 "train cost, paper's way (FLOPs)": mean_of(map(paper_way_cost, summaries)),
                 "train cost at bf16 rate (FLOPs)": mean_of(
@@ -265,6 +312,7 @@ def table2_rows(runs: list[ExperimentResult], pair: str, significance: float) ->
                     mean_of(s["seconds"] / 3600 * s["processes"] for s in summaries), 4
                 ),
                 "device": first.summary.get("device_name", first.summary.get("device")),
+                "_key": (first.group, (checkpoint, split)),
             }
         )
     return rows
@@ -302,7 +350,7 @@ def paper_table3_row(row: str, vocab_size: int = 37000) -> dict:
         "dev BLEU (tok.) sd over seeds": None,
         "dev sacreBLEU": None,
         "dev sacreBLEU sd over seeds": None,
-        **confidence(None, 0, "dev "),
+        **confidence(None, "dev "),
         "params (M)": params,
         "dev set": "newstest2013",
     }
@@ -342,46 +390,53 @@ def table3(results: list[ExperimentResult], significance: float = 0.05) -> pd.Da
                 "dev PPL": round(mean_of(perplexities), 2),
                 "dev PPL sd over seeds": rounded(spread(perplexities)),
                 **bleu,
-                **confidence(over_seeds or record, significance, "dev "),
+                **confidence(over_seeds or record, "dev "),
                 "params (M)": round(count_parameters(config) / 1e6, 2),
                 "dev set": first.dev_split,
+                "_key": (first.group, key),
             }
         )
-    return pd.DataFrame(rows)
+    return with_marks(rows, family(results, table3_keys, significance))
 
 
+MARKS_NOTE = (
+    "The comparisons with the baseline (`vs. baseline`; the same dataset, split and kind of "
+    "model) are one family: `p` is each test's own, `p, Holm over the table` is adjusted over "
+    "every comparison in this table (Holm's step-down method), and `mark` is * where the "
+    "adjusted p is below the config's report.significance and the test compares settings: "
+    "Welch's t-test with at least 3 seeds a side (aiayn.report.marks). One run each (sacreBLEU's "
+    "paired bootstrap, which compares two trained models), one seed against several, or fewer "
+    "than 3 seeds a side get no mark, and `mark` says why."
+)
 TABLE2_CAPTION = (
-    "Table 2, regenerated. Rows marked paper are Vaswani et al. (2017), newstest2014; rows "
+    "Table 2 in full. Rows marked paper are Vaswani et al. (2017), newstest2014; rows "
     "marked ours are this run's averaged models on the test split named. BLEU (tok., compound "
     "split) is the paper's protocol; sacreBLEU is detokenized 13a (signatures in "
-    "results/<study>/scores/); ±95% is the half-width of each one's bootstrap 95% interval; p is "
-    "sacreBLEU's paired bootstrap test of the row's sacreBLEU against the baseline's on the same "
-    "test set, * where p is below the config's report.significance. Training cost the paper's "
+    "results/<study>/scores/); each has its 95% half-width (one run: sacreBLEU's bootstrap over "
+    "sentences). Training cost the paper's "
     "way is hours x devices x sustained single-precision TFLOPS (the paper's own rows: 8 P100 "
     "at 9.5; ours: the device's sustained fp32 matrix-multiply rate, TF32 off, the "
     f"{RATE_METHOD} at the end of training); the bf16 column "
     "is the same hours at the device's measured bf16 rate, for runs trained in bf16; counted "
-    "FLOPs are 3 x the forward pass on the padded batches trained on. " + "{seeds}"
+    "FLOPs are 3 x the forward pass on the padded batches trained on. " + MARKS_NOTE + " {seeds}"
 )
 SEEDS_NOTE = (
     "An experiment trained with several seeds (`seeds` column) shows the mean over seeds, "
-    "the sample standard deviation over seeds (sd), the mean cost of one run, Student's t 95% "
-    "half-width of the mean over its seeds, and p from Welch's t-test of its seeds' corpus "
-    "sacreBLEU against the baseline's (Student's pooled t-test where one side has one seed; "
-    "aiayn.score.seed_stats, results/<study>/seeds/): a difference marked * is one between "
-    "settings over training runs, not only between two trained models. With 2 or 3 seeds a "
-    "side the test has 1 to 4 degrees of freedom and marks only large differences: no mark "
-    "is no evidence of no difference."
+    "the sample standard deviation over seeds (sd; in the pasted tables a ± s (n)), the mean "
+    "cost of one run, Student's t 95% half-width of the mean over its seeds, and p from Welch's "
+    "t-test of its seeds' corpus sacreBLEU against the baseline's (aiayn.score.seed_stats, "
+    "results/<study>/seeds/); no p where neither side varies over seeds. With 3 seeds a side "
+    "the test has 2 to 4 degrees of freedom and marks only large differences: no mark is no "
+    "evidence of no difference."
 )
 TABLE3_CAPTION = (
-    "Table 3, regenerated. Each of our experiments (ours) follows the paper's row it is "
+    "Table 3 in full. Each of our experiments (ours) follows the paper's row it is "
     "compared with (paper, EN-DE newstest2013, base-size models). Ours: the last checkpoint "
-    "(no averaging) on the experiment's dev split, with bootstrap 95% half-widths and the paired "
-    "test of its dev sacreBLEU against the baseline's (* where p is below report.significance); "
-    "PPL per BPE token; real tokens/step is the mean of unpadded source and target tokens per "
-    "optimizer step over all processes (the paper's: approximately 25000 each); params counted "
-    "from the model code with the experiment's vocabulary (the paper's rows use 37000). "
-    + "{seeds}"
+    "(no averaging) on the experiment's dev split, with 95% half-widths (one run: sacreBLEU's "
+    "bootstrap over sentences); PPL per BPE token; real tokens/step is the mean of unpadded "
+    "source and target tokens per optimizer step over all processes (the paper's: approximately "
+    "25000 each); params counted from the model code with the experiment's vocabulary (the "
+    "paper's rows use 37000). " + MARKS_NOTE + " {seeds}"
 )
 
 

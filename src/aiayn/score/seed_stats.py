@@ -60,13 +60,15 @@ def seed_test(ours: list[float], baseline: list[float]) -> dict:
     """Two-sided t-test of the seeds' mean corpus scores, ours against the baseline's: Welch's
     with 2 or more seeds a side, Student's pooled one with a single seed on one side."""
     welch = len(ours) > 1 and len(baseline) > 1
+    difference = statistics.fmean(ours) - statistics.fmean(baseline)
+    if max(ours) == min(ours) and max(baseline) == min(baseline):
+        # no spread on either side: nothing to test a difference against, so no p
+        return {"p_value": None, "difference": difference, "baseline_seeds": len(baseline),
+                "method": "none: no spread over seeds on either side"}  # fmt: skip
     result = stats.ttest_ind(ours, baseline, equal_var=not welch)
-    p = float(result.pvalue)
-    if math.isnan(p):  # no spread on either side: equal means, or a difference without noise
-        p = 1.0 if statistics.fmean(ours) == statistics.fmean(baseline) else 0.0
     return {
-        "p_value": p,
-        "difference": statistics.fmean(ours) - statistics.fmean(baseline),
+        "p_value": float(result.pvalue),
+        "difference": difference,
         "df": round(float(result.df), 2),
         "baseline_seeds": len(baseline),
         "method": WELCH if welch else STUDENT,
