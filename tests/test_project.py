@@ -409,6 +409,57 @@ def test_every_committed_study_is_what_this_checkout_computes(capsys):
     assert code == 0
 
 
+def test_aiayn_results_names_a_hand_edit_a_literal_param_and_an_unreadable_record(tmp_path, capsys):
+    """On a copy of the checkout: a number edited in a committed table or score file is named
+    (exit 1), a rule's literal param that moves numbers makes its stage stale, and a truncated
+    run.json is named while the other studies are still checked."""
+    from aiayn.cli import main
+
+    for name in (
+        "config.yaml",
+        "configs",
+        "rules",
+        "workflow_scripts",
+        "src",
+        "schemas",
+        "results",
+    ):
+        source = PROJECT / name
+        copy = shutil.copytree if source.is_dir() else shutil.copy2
+        copy(source, tmp_path / name)
+
+    def states() -> dict[str, str]:
+        code = main(["results", "--workdir", str(tmp_path)])
+        lines = capsys.readouterr().out.splitlines()
+        found = dict(line.split(": ", 1) for line in lines)
+        assert code == (0 if set(found.values()) == {"current"} else 1)
+        return found
+
+    assert set(states().values()) == {"current"}
+    table = tmp_path / "results/toy/tables/table2.md"
+    table.write_text(table.read_text().replace("| tiny |", "| tiny | 9", 1))
+    score = tmp_path / "results/multi30k/scores/multi30k_small/averaged/val.json"
+    score.write_text(score.read_text().replace('"score": ', '"score": 1', 1))
+    found = states()
+    assert found["results/toy"].startswith("edited by hand: results/toy/tables/table2.md (")
+    assert found["results/multi30k"].startswith(
+        "edited by hand: results/multi30k/scores/multi30k_small/averaged/val.json"
+    )
+    assert found["results/toy_seeds"] == "current"
+
+    (tmp_path / "results/toy_seeds/run.json").write_text('{"study": "toy_se')  # truncated
+    rules = tmp_path / "rules/score.smk"
+    rules.write_text(
+        rules.read_text().replace(
+            'resamples=config["report"]["bootstrap_resamples"]', "resamples=500", 1
+        )
+    )
+    found = states()
+    assert found["results/toy_seeds"].startswith("unreadable: results/toy_seeds/run.json (")
+    assert found["results/wmt14_en_de_sample"].startswith("stale: code of score;")
+    assert found["results/ptb_sample"] == "current"  # a parser study has no score rule
+
+
 def test_readme_quotes_the_committed_multi30k_run():
     """The README's Multi30k row is the run recorded in results/multi30k/run.json."""
     run_record = study_record("multi30k")

@@ -196,30 +196,54 @@ def run_config(args: argparse.Namespace) -> int:
 
 def run_results(args: argparse.Namespace) -> int:
     """One line per committed study: current, or stale with what changed and the command."""
-    import json
-
-    from aiayn.config.load import load_config
-    from aiayn.config.plan import Plan
-    from aiayn.config.versions import changes, study_versions
-
     root, stale = args.workdir, 0
     records = sorted((root / "results").glob("*/run.json"))
     if not records:
         raise InputError(f"{(root / 'results').resolve()} holds no <study>/run.json")
     for path in records:
-        record = json.loads(path.read_text(encoding="utf-8"))
         where = path.parent.relative_to(root)
-        if "versions" not in record:
-            found = [f"written at {record.get('commit')}, before run.json recorded versions "
-                     "(every stage)"]  # fmt: skip
-        else:
-            configfiles = [root / name for name in record["configfiles"]]
-            config = load_config(root, configfiles, record.get("config_overrides") or None)
-            found = changes(record["versions"], study_versions(Plan(config), root))
-        stale += bool(found)
-        state = f"stale: {'; '.join(found)}; rerun: {record['command']}" if found else "current"
+        state = study_state(root, path)
+        stale += state != "current"
         sys.stdout.write(f"{where}: {state}\n")
     return 1 if stale else 0
+
+
+def study_state(root: Path, path: Path) -> str:
+    """`current`, or what makes the study's committed results differ from what this checkout
+    computes: its run.json unreadable, a result edited by hand, or code and settings changed."""
+    import json
+
+    from aiayn.config.load import load_config
+    from aiayn.config.plan import Plan
+    from aiayn.config.versions import changes, study_versions
+    from aiayn.report.run_record import file_digest
+
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        command = record["command"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
+        return (
+            f"unreadable: {path.relative_to(root)} ({type(err).__name__}: {err}); restore it "
+            f"(git checkout -- {path.relative_to(root)}) or rerun the study"
+        )
+    edited = [
+        name
+        for name, digest in record.get("files", {}).items()
+        if not (root / name).is_file() or file_digest(root / name) != digest
+    ]
+    if edited:
+        return (
+            f"edited by hand: {', '.join(edited)} (not what run.json recorded: restore with "
+            f"`git checkout -- FILE`, or rerun: {command})"
+        )
+    if "versions" not in record:
+        found = [f"written at {record.get('commit')}, before run.json recorded versions "
+                 "(every stage)"]  # fmt: skip
+    else:
+        configfiles = [root / name for name in record["configfiles"]]
+        config = load_config(root, configfiles, record.get("config_overrides") or None)
+        found = changes(record["versions"], study_versions(Plan(config), root))
+    return f"stale: {'; '.join(found)}; rerun: {command}" if found else "current"
 
 
 class Located(NamedTuple):

@@ -8,6 +8,7 @@ which stage on.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 from pathlib import Path
@@ -47,11 +48,50 @@ def modules_version(script: Path, src_dir: Path) -> str:
 
 
 def stage_version(root: Path, stage: str) -> str:
-    """A stage's code: its script (Snakemake's own code trigger) and the modules it runs."""
+    """A stage's code: its script (Snakemake's own code trigger), the modules it runs, and the
+    values its rule's `params:` sets as literals (`resamples=500` moves results as code does;
+    a value from the config is in the settings' versions)."""
     script = root / "workflow_scripts" / STAGE_SCRIPTS[stage]
     digest = hashlib.sha256(script.read_bytes())
     digest.update(modules_version(script, root / "src" / "aiayn").encode())
+    literals = literal_params(root / "rules", stage)
+    if literals:  # a rule without any keeps the version it had before they counted
+        digest.update(json.dumps(literals, sort_keys=True).encode())
     return digest.hexdigest()[:16]
+
+
+def literal_params(rules_dir: Path, rule: str) -> dict:
+    """The params of `rule <rule>:` in rules/*.smk whose values are written as literals."""
+    for path in sorted(Path(rules_dir).glob("*.smk")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        starts = [i for i, line in enumerate(lines) if line.startswith(f"rule {rule}:")]
+        if starts:
+            call = ast.parse("params(\n" + "\n".join(params_block(lines[starts[0] + 1 :])) + "\n)")
+            found = {}
+            for keyword in call.body[0].value.keywords:
+                try:
+                    found[keyword.arg] = ast.literal_eval(keyword.value)
+                except ValueError:  # an expression: of the config, the plan or wildcards
+                    continue
+            return found
+    return {}
+
+
+def params_block(lines: list[str]) -> list[str]:
+    """The lines of the `params:` directive among a rule's lines (the rule ends at a line that
+    is not indented, the directive at the next line indented no deeper than it)."""
+    block, indent = [], None
+    for line in lines:
+        if line.strip() and not line[0].isspace():
+            break
+        depth = len(line) - len(line.lstrip())
+        if indent is None:
+            indent = depth if line.strip() == "params:" else None
+            continue
+        if line.strip() and depth <= indent:
+            break
+        block.append(line)
+    return block
 
 
 def study_stages(plan: Plan) -> list[str]:

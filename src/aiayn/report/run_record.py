@@ -8,6 +8,7 @@ run that changes nothing leaves it alone.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -148,7 +149,23 @@ def run_record(
         # optional datasets whose data was absent, and the experiments left out with them
         **({"left_out": dict(left_out)} if left_out else {}),
         **({"versions": versions} if versions else {}),
+        "files": result_files(results),
     }
+
+
+def result_files(folder: Path) -> dict[str, str]:
+    """The sha256 of every file the study wrote beside its run record, by path in the
+    checkout: `aiayn results` finds one edited by hand (or remade without the record)."""
+    return {
+        path.as_posix(): file_digest(path)
+        for path in sorted(Path(folder).rglob("*"))
+        if path.is_file() and path.name != Path(paths.run_record()).name
+    }
+
+
+def file_digest(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def by_name(score_paths: list[str], folder: Path) -> dict:
