@@ -135,7 +135,7 @@ def with_test(columns: dict, test: dict) -> dict:
     if test.get("is_baseline"):
         columns["vs. baseline"] = "(baseline)"
     elif test.get("p_value") is not None:
-        columns["vs. baseline"] = test["baseline"] if "baseline" in test else None
+        columns["vs. baseline"] = test.get("baseline")
         columns["test"] = test.get("method") or PAIRED_BOOTSTRAP
         columns["p"] = round(test["p_value"], 4)
     return columns

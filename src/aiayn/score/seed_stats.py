@@ -15,7 +15,9 @@ replacement (a two-level bootstrap, which this module used before) underestimate
 in tests/test_seeds.py's simulation it rejects a true null far above its nominal 5%. With one
 seed on one side, Student's t-test with pooled variance (the other side's spread stands for
 both); with one seed each, no seed variance can be estimated and the test is sacreBLEU's paired
-bootstrap of the two trained models.
+bootstrap of the two trained models. With no spread on either side there is no p. Only Welch's
+test with 3 or more seeds a side may mark a table's row (aiayn.report.marks, which also adjusts
+the p of a table's rows together).
 
 What it can show: the estimand is the expected score of a setting over training runs on this test
 set. With few seeds the t-distribution is wide: 2 seeds a side leave Welch 1 to 2 degrees of
