@@ -261,26 +261,53 @@ def shows_all(cells: list[str], values: list) -> bool:
     return True
 
 
+EXPERIMENTS = ("tiny", "tiny_one_head", "tiny_learned_positions", "tiny_one_layer")
+
+
+def holm(p_values: dict[str, float | None]) -> dict[str, float | None]:
+    """Each p adjusted over the others (statsmodels' Holm); None (the baseline) stays None."""
+    from statsmodels.stats.multitest import multipletests
+
+    tested = {name: p for name, p in p_values.items() if p is not None}
+    adjusted = dict(
+        zip(tested, multipletests(list(tested.values()), method="holm")[1], strict=True)
+    )
+    return {name: adjusted.get(name) for name in p_values}
+
+
+def interval(figures: dict) -> str:
+    """A score and its bootstrap 95% interval as the README prints them: 97.1 [95.6, 98.6]."""
+    bootstrap = figures["bootstrap"]
+    low, high = bootstrap["mean"] - bootstrap["ci95"], bootstrap["mean"] + bootstrap["ci95"]
+    return f"{figures['score']:.1f} [{low:.1f}, {high:.1f}]"
+
+
 def test_readme_toy_table_is_the_committed_toy_study():
     """Each figure of the README's toy table rounds once what the toy study recorded: the
-    training figures from its run.json, the scores unrounded from its score files."""
+    training figures from its run.json, the scores unrounded from its score files, p adjusted
+    over the table's three comparisons."""
     root = PROJECT / "results" / "toy"
     record = json.loads((root / "run.json").read_text())
     assert record["command"] == "snakemake --cores all" and not record["config_overrides"]
+    assert set(record["experiments"]) == set(EXPERIMENTS)
+    scores = {
+        name: {
+            key: json.loads((root / f"scores/{name}/{key[0]}/{key[1]}.json").read_text())
+            for key in (("last", "dev"), ("averaged", "dev"), ("averaged", "test"))
+        }
+        for name in EXPERIMENTS
+    }
+    adjusted = holm({name: scores[name]["averaged", "test"]["paired_bootstrap"].get("p_value")
+                     for name in EXPERIMENTS})  # fmt: skip
     for name, run_ in record["experiments"].items():
         cells = [cell.strip() for cell in readme_row(f"| `{name}` |").split("|")[3:-1]]
-
-        last_dev, dev, test = (
-            json.loads((root / f"scores/{name}/{checkpoint}/{split}.json").read_text())
-            for checkpoint, split in (("last", "dev"), ("averaged", "dev"), ("averaged", "test"))
-        )
-        paired = test["paired_bootstrap"]
-        assert shows_all(cells, [
+        found = scores[name]
+        assert cells[3] == interval(found["averaged", "test"]["sacrebleu"]), (name, cells)
+        assert shows_all(cells[:3] + cells[4:], [
             run_["dev_ppl"],
-            last_dev["sacrebleu"]["score"],
-            dev["sacrebleu"]["score"],
-            (test["sacrebleu"]["score"], test["sacrebleu"]["bootstrap"]["ci95"]),
-            "baseline" if paired["is_baseline"] else paired["p_value"],
+            found["last", "dev"]["sacrebleu"]["score"],
+            found["averaged", "dev"]["sacrebleu"]["score"],
+            "baseline" if adjusted[name] is None else adjusted[name],
             run_["train_seconds"],
         ]), (name, cells)  # fmt: skip
     seconds = round(record["invocation_seconds"])
@@ -288,25 +315,29 @@ def test_readme_toy_table_is_the_committed_toy_study():
 
 
 def test_readme_seed_table_is_the_committed_toy_seeds_study():
-    """The README's seed table: each experiment's mean ± sd over seeds (sacreBLEU), the
-    seed-aware p and the one-seed paired p, as results/toy_seeds/ holds them."""
+    """The README's seed table: each experiment's mean ± sd over seeds (sacreBLEU), and the
+    seed test's p, raw and adjusted over the table's comparisons, as results/toy_seeds/ holds
+    them."""
     root = PROJECT / "results" / "toy_seeds"
-    for name in ("tiny", "tiny_one_head", "tiny_learned_positions", "tiny_one_layer"):
-        last = json.loads((root / f"seeds/{name}/last/dev.json").read_text())
-        test = json.loads((root / f"seeds/{name}/averaged/test.json").read_text())
-        single = json.loads((root / f"scores/{name}/averaged/test.json").read_text())
+    last = {n: json.loads((root / f"seeds/{n}/last/dev.json").read_text()) for n in EXPERIMENTS}
+    test = {
+        n: json.loads((root / f"seeds/{n}/averaged/test.json").read_text()) for n in EXPERIMENTS
+    }
+    raw = {name: test[name]["test"].get("p_value") for name in EXPERIMENTS}
+    adjusted = holm(raw)
+    for name in EXPERIMENTS:
         cells = [cell.strip() for cell in readme_row(f"| `{name}` | 3 |").split("|")[3:-1]]
 
         def p(value):
             return "baseline" if value is None else value
 
         per_seed = cells[1].split(" / ")
-        assert shows_all(per_seed, test["sacrebleu"]["per_seed"]), (name, cells)
+        assert shows_all(per_seed, test[name]["sacrebleu"]["per_seed"]), (name, cells)
         assert shows_all(cells[:1] + cells[2:], [
-            (last["sacrebleu"]["mean"], last["sacrebleu"]["sd"]),
-            (test["sacrebleu"]["mean"], test["sacrebleu"]["sd"]),
-            p(test["test"].get("p_value")),
-            p(single["paired_bootstrap"].get("p_value")),
+            (last[name]["sacrebleu"]["mean"], last[name]["sacrebleu"]["sd"]),
+            (test[name]["sacrebleu"]["mean"], test[name]["sacrebleu"]["sd"]),
+            p(raw[name]),
+            p(adjusted[name]),
         ]), (name, cells)  # fmt: skip
 
 
