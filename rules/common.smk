@@ -17,6 +17,7 @@ SCRIPTS_DIR = Path(workflow.basedir) / "workflow_scripts"
 sys.path.insert(0, str(SRC_DIR.parent))
 
 from aiayn.config import paths
+from aiayn.data.digests import source_digests
 from aiayn.data.sources import is_url, local_files
 from aiayn.errors import InputError
 from aiayn.parsing.treebank import select_files
@@ -87,6 +88,12 @@ def local_inputs(wildcards):
     ]
 
 
+def local_contents(wildcards):
+    """The sha256 of each local file, a param: a file replaced with its old mtime (`cp -p`,
+    `rsync -a`) reruns the download too. Where the files are (`root`) is not part of it."""
+    return source_digests(local_inputs(wildcards))
+
+
 def treebank_files(wildcards):
     """The .mrg files of a treebank split, so that Snakemake reruns it when they change; none
     when they cannot be found (the job then says why)."""
@@ -95,6 +102,11 @@ def treebank_files(wildcards):
         return select_files(spec, plan.data.entry(wildcards.dataset)["root"])
     except InputError:
         return []
+
+
+def treebank_contents(wildcards):
+    """The sha256 of each .mrg file, as local_contents."""
+    return source_digests(treebank_files(wildcards))
 
 
 def trainer_data(wildcards):

@@ -20,6 +20,7 @@ rule download:
     params:
         spec=checked_split_source,
         root=lambda wildcards: plan.data.entry(wildcards.dataset)["root"],
+        contents=local_contents,
         code=code_version("download.py"),
     script:
         "../workflow_scripts/download.py"

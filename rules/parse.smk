@@ -24,6 +24,7 @@ rule treebank:
     params:
         spec=checked_split_source,
         root=lambda wildcards: plan.data.entry(wildcards.dataset)["root"],
+        contents=treebank_contents,
         linearization=lambda wildcards: plan.data.entry(wildcards.dataset)[
             "linearization"
         ],

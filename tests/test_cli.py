@@ -48,7 +48,7 @@ def test_a_preset_brings_its_experiments_and_bad_overrides_are_named(project, ca
         project, capsys, *preset
     )
     error = translate(project, capsys, "-e", "tiny", "--beam", "0")
-    assert "decode.beam and decode.batch_tokens must be >= 1" in error
+    assert "decode.beam must be >= 1, not 0" in error
 
 
 def test_a_missing_config_or_workflow_folder_is_named(tmp_path, project, capsys):
@@ -221,14 +221,16 @@ def test_the_snakefile_validates_against_the_schema_the_package_carries():
     assert (PROJECT / SCHEMA).resolve() == SCHEMA_FILE
 
 
-def test_lines_longer_than_any_training_sentence_are_warned_of(caplog):
-    """A 3000-word line would come back as a few words: say so, with the line and the remedy."""
-    from aiayn.cli import warn_of_long_lines
+def test_lines_longer_than_any_training_sentence_are_warned_of_in_tokens(caplog):
+    """A 3000-token line would come back as a few words: say so, with the line, its length in
+    tokens (a long line without spaces is one word but many tokens) and the remedy."""
+    from aiayn.decode.translate import warn_of_long_lines
 
-    lines = ["a short line", " ".join(["word"] * 3000), "", " ".join(["w"] * 251)]
+    lengths = [(1, 3), (2, 3000), (4, 251)]  # (line number, tokens); line 3 was empty
     with caplog.at_level("WARNING", logger="aiayn"):
-        assert warn_of_long_lines(lines, 250) == [2, 4]
-    assert "2 line(s) have more than 250 words" in caplog.text and "(lines 2, 4)" in caplog.text
+        assert warn_of_long_lines(lengths, 250) == [2, 4]
+    assert "2 line(s) have more than 250 tokens" in caplog.text
+    assert "line 2: 3,000 tokens, line 4: 251 tokens" in caplog.text
     assert "Split such text into sentences" in caplog.text
     caplog.clear()
-    assert warn_of_long_lines(lines[:1], 250) == [] and not caplog.text
+    assert warn_of_long_lines(lengths[:1], 250) == [] and not caplog.text

@@ -1,10 +1,10 @@
 """Rule attention_maps: encoder self-attention of the last-but-one layer on chosen sentences."""
 
 import numpy as np
-import sentencepiece as spm
 
 from aiayn.decode.translate import load_model, pick_device
 from aiayn.logs import run_stage
+from aiayn.prepare.subword import load as load_subword
 from aiayn.report import figures
 from aiayn.report.attention import encoder_attention, figure_layer
 from aiayn.report.output import save_figure
@@ -12,13 +12,13 @@ from aiayn.textio import atomic_output
 
 
 def main():
+    processor = load_subword(snakemake.input.subword)
     model, _ = load_model(
         snakemake.input.model,
         pick_device(),
         snakemake.wildcards.experiment,
         snakemake.input.subword,
     )
-    processor = spm.SentencePieceProcessor(model_file=snakemake.input.subword)
     layer = figure_layer(model.config.n_layers)
     name = snakemake.wildcards.experiment
     paths = iter(snakemake.output.figures)

@@ -3,7 +3,6 @@
 import json
 import logging
 
-import sentencepiece as spm
 import torch
 
 from aiayn.decode.settings import DecodeSettings
@@ -11,6 +10,7 @@ from aiayn.decode.translate import check_vocabulary, detokenized, load_model, pi
 from aiayn.logs import run_stage, save_record
 from aiayn.parsing.constrained import search_constraint
 from aiayn.prepare.binarize import IndexedDataset
+from aiayn.prepare.subword import load as load_subword
 from aiayn.textio import read_lines, write_lines
 
 
@@ -27,12 +27,13 @@ def main():
     settings = DecodeSettings(**snakemake.params.settings)
     device = pick_device()
     path = weights_path()
+    processor = load_subword(snakemake.input.subword)  # a damaged one named as such
     model, payload = load_model(
         path, device, snakemake.wildcards.experiment, snakemake.input.subword
     )
     source = IndexedDataset(snakemake.input.source[0].removesuffix(".bin"))
-    processor = spm.SentencePieceProcessor(model_file=snakemake.input.subword)
     check_vocabulary(processor, model, snakemake.input.subword, path)
+    source.check_ids(model.config.vocab_size)
     sentences = list(source)
     wildcards = snakemake.wildcards
     desc = f"{wildcards.experiment}/{wildcards.checkpoint}/{wildcards.split}"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shlex
 import sys
 from dataclasses import asdict, replace
@@ -125,9 +126,9 @@ def run_translate(args: argparse.Namespace) -> int:
     found = locate(args)
     lines = read_input(args.input)
     log.info("%s: %d lines, %s", found.model, len(lines), found.settings)
-    warn_of_long_lines(lines, found.trained_words)
+    longest = trained_tokens(args.workdir, found)
     translations = translate_lines(
-        found.model, found.subword, lines, found.settings, device, experiment=args.experiment
+        found.model, found.subword, lines, found.settings, device, args.experiment, longest
     )
     write_output(args.output, "".join(line + "\n" for line in translations))
     return 0
@@ -250,7 +251,6 @@ class Located(NamedTuple):
     model: Path  # the averaged model
     subword: Path  # its sentencepiece model
     settings: DecodeSettings  # the experiment's, with the command line's overrides
-    trained_words: int  # the longest sentence the clean stage kept, in words
     entry: dict  # the experiment, as the workflow resolved it
     dataset: dict  # its dataset's settings
 
@@ -290,26 +290,24 @@ def locate(args: argparse.Namespace) -> Located:
                 f"`snakemake --cores all {target}` (and the same --configfile)"
             )
     log.info("decode settings: %s", asdict(settings))
-    trained_words = dataset["clean"]["max_tokens"]
-    return Located(model_path, subword_path, settings, trained_words, entry, dataset)
+    return Located(model_path, subword_path, settings, entry, dataset)
 
 
-def warn_of_long_lines(lines: list[str], trained_words: int) -> list[int]:
-    """Warn of lines longer than any sentence the model trained on (the clean stage kept pairs
-    of at most `trained_words` words): a model never learns to write outputs that long, so such
-    a line comes back short. Returns their line numbers."""
-    long = [number for number, line in enumerate(lines, 1) if len(line.split()) > trained_words]
-    if long:
-        shown = ", ".join(map(str, long[:5])) + (", ..." if len(long) > 5 else "")
-        log.warning(
-            "%d line(s) have more than %d words, longer than any sentence the model trained on "
-            "(lines %s): expect short translations of them. Split such text into sentences, one "
-            "per line (e.g. with sacremoses or nltk's sentence splitter), and translate those.",
-            len(long),
-            trained_words,
-            shown,
-        )
-    return long
+def trained_tokens(workdir: Path, found: Located) -> int | None:
+    """The longest training source sentence in tokens, from the binarize stage's record (None
+    where the run's data is not here: a model copied without it)."""
+    import json
+
+    from aiayn.config import paths
+
+    record = workdir / paths.split_record(
+        "bin", found.entry["dataset"], "train", "-".join(found.dataset["langs"])
+    )
+    try:
+        sides = json.loads(record.read_text(encoding="utf-8"))
+        return int(sides[found.dataset["langs"][0]]["max_length"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def read_input(path: Path | None) -> list[str]:
@@ -347,6 +345,8 @@ def check_output(path: Path | None) -> None:
         return
     if path.is_dir():
         raise InputError(f"--output {path} is a folder: name the file to write")
+    if path.is_symlink() and not path.exists():  # written through: its target's folder counts
+        path = Path(os.path.realpath(path))
     if not path.parent.is_dir():
         raise InputError(
             f"--output {path}: the folder {path.parent} does not exist; create it first "

@@ -78,21 +78,45 @@ def count_lines(path: str | os.PathLike) -> int:
 def atomic_output(path: str | os.PathLike, mode: str = "w"):
     """Write to a temporary file beside `path` and rename it into place only on success.
 
-    A crash or an exception leaves no half-written file that looks complete.
+    A crash or an exception leaves no half-written file that looks complete. The file gets the
+    mode a new file gets under the umask (a shared cluster folder's group can read it), not
+    mkstemp's private 0600. A symbolic link is written through (the file it points to is
+    replaced, the link kept); a device or a pipe (`/dev/stdout`) is written to directly, as
+    nothing there can look complete; a folder is refused.
     """
     path = Path(path)
+    kwargs = {"encoding": "utf-8", "newline": "\n"} if "b" not in mode else {}
+    if path.is_dir():
+        raise InputError(f"{path} is a folder: give a file name to write to")
+    if path.exists() and not path.is_file():  # a device, a pipe or a socket: never replaced
+        with open(path, mode, **kwargs) as handle:
+            yield handle
+        return
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        kwargs = {"encoding": "utf-8", "newline": "\n"} if "b" not in mode else {}
         with open(tmp, mode, **kwargs) as handle:
             yield handle
+        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def current_umask() -> int:
+    """The process's umask: from /proc on Linux; elsewhere only by setting it, at once set
+    back (a thread creating a file in between would get 0o022)."""
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        with open("/proc/self/status", encoding="ascii") as status:
+            return int(next(line for line in status if line.startswith("Umask:")).split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_lines(path: str | os.PathLike, lines) -> int:

@@ -32,6 +32,7 @@ from aiayn.decode.search import length_penalty
 from aiayn.decode.settings import DecodeSettings
 from aiayn.decode.translate import detokenized, load_model, translate
 from aiayn.prepare.binarize import IndexedDataset
+from aiayn.prepare.subword import load as load_subword
 from aiayn.score.bleu import paired_bootstrap
 from aiayn.train.checkpoint import weights_files
 from aiayn.vocab import BOS_ID, EOS_ID
@@ -63,7 +64,7 @@ class Split:
     def read(cls, subword: Path, files: dict) -> Split:
         """`files` as split_files gives them."""
         return cls(
-            spm.SentencePieceProcessor(model_file=str(subword)),
+            load_subword(subword),
             list(IndexedDataset(files["source"])),
             list(IndexedDataset(files["target"])),
             files["reference"].read_text(encoding="utf-8").splitlines(),

@@ -16,6 +16,7 @@ DEFAULTS = defaults("decode")  # schemas/config.schema.yaml
 # (aiayn.decode.incremental): moved to each hypothesis's new row at every step, or left where
 # computed (an ancestry table).
 CACHES = ("gather", "ancestry")
+MAX_LENGTH_OFFSET = 1024  # the schema's maximum: no output runs on without end
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class DecodeSettings:
     beam: int = DEFAULTS["beam"]
     alpha: float = DEFAULTS["alpha"]
     max_length_offset: int = DEFAULTS["max_length_offset"]  # tokens past the source length
+    max_source_tokens: int = DEFAULTS["max_source_tokens"]  # longer sources are cut to this
     batch_tokens: int = DEFAULTS["batch_tokens"]  # source tokens (padded) per batch of sentences
     finalize: str = DEFAULTS["finalize"]  # which EOS finish a hypothesis: t2t (paper) or fairseq
     constrain: str = DEFAULTS["constrain"]  # parsing: "trees", or "lexicon" (trees, known tags)
@@ -42,9 +44,13 @@ class DecodeSettings:
         check_decoder(self.cache, self.compile)
         if not math.isfinite(self.alpha):  # NaN or inf: every output would run to the limit
             raise ValueError(f"decode.alpha must be a finite number, not {self.alpha}")
-        if self.beam < 1 or self.batch_tokens < 1 or self.max_length_offset < 0:
+        for name in ("beam", "batch_tokens", "max_source_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"decode.{name} must be >= 1, not {getattr(self, name)}")
+        if not 0 <= self.max_length_offset <= MAX_LENGTH_OFFSET:
             raise ValueError(
-                "decode.beam and decode.batch_tokens must be >= 1, max_length_offset >= 0"
+                f"decode.max_length_offset must be from 0 to {MAX_LENGTH_OFFSET} (tokens past "
+                f"the source's length), not {self.max_length_offset}"
             )
 
     @property

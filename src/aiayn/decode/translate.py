@@ -8,6 +8,7 @@ A task's search constraint (a parser's trees) is handed in; this module knows no
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +29,10 @@ from aiayn.errors import InputError
 from aiayn.logs import progress
 from aiayn.model import Transformer
 from aiayn.model_config import TransformerConfig
+from aiayn.prepare.subword import load as load_subword
 from aiayn.train.checkpoint import check_origin, load_weights
+
+log = logging.getLogger("aiayn")
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -70,23 +74,73 @@ def translate_lines(
     settings: DecodeSettings,
     device: str = "auto",
     experiment: str | None = None,
+    trained_tokens: int | None = None,
 ) -> list[str]:
     """Raw text lines translated with a weights file and its BPE model, in input order; an empty
-    line gives an empty line."""
-    import sentencepiece as spm
-
+    line gives an empty line. trained_tokens: the longest training source, in tokens, where
+    known (lines longer than it are named in a warning)."""
+    processor = load_subword(subword_path)  # a damaged one named as such, not as "rebuilt"
     model, _ = load_model(weights_path, pick_device(device), experiment, subword_path)
-    processor = spm.SentencePieceProcessor(model_file=str(subword_path))
     check_vocabulary(processor, model, subword_path, weights_path)
     texts = [" ".join(line.split()) for line in lines]
     todo = [i for i, text in enumerate(texts) if text]
     translations = [""] * len(texts)
     if todo:
         ids = [np.asarray(processor.encode(texts[i]), dtype=np.int64) for i in todo]
+        if trained_tokens is not None:
+            warn_of_long_lines([(i + 1, len(s)) for i, s in zip(todo, ids, strict=True)],
+                               trained_tokens)  # fmt: skip
         hypotheses, _ = translate(model, ids, settings, desc="translate")
         for i, line in zip(todo, detokenized(processor, hypotheses), strict=True):
             translations[i] = line
     return translations
+
+
+def warn_of_long_lines(lengths: list[tuple[int, int]], trained_tokens: int) -> list[int]:
+    """Warn of lines (number, tokens) longer than any source sentence the model trained on: a
+    model never learns to write outputs that long, so such a line comes back short. Counted in
+    subword tokens, as the model sees them (a long line without spaces is one word). Returns
+    their line numbers."""
+    long = [(number, tokens) for number, tokens in lengths if tokens > trained_tokens]
+    if long:
+        log.warning(
+            "%d line(s) have more than %d tokens, longer than any source sentence the model "
+            "trained on (%s): expect short translations of them. Split such text into "
+            "sentences, one per line (e.g. with sacremoses or nltk's sentence splitter), and "
+            "translate those.",
+            len(long),
+            trained_tokens,
+            named_lines(long),
+        )
+    return [number for number, _ in long]
+
+
+def named_lines(long: list[tuple[int, int]]) -> str:
+    shown = ", ".join(f"line {number}: {tokens:,} tokens" for number, tokens in long[:5])
+    return shown + (", ..." if len(long) > 5 else "")
+
+
+def cut_to_limit(sentences: list[np.ndarray], limit: int, desc: str, constrained: bool):
+    """Sources longer than decode.max_source_tokens, cut to it with a warning (a parser's
+    sentence cannot be cut: its tree needs every word, so that is an error)."""
+    long = [(i + 1, len(s)) for i, s in enumerate(sentences) if len(s) > limit]
+    if not long:
+        return sentences
+    if constrained:
+        raise InputError(
+            f"{desc}: {len(long)} sentence(s) longer than decode.max_source_tokens {limit} "
+            f"({named_lines(long)}): raise decode.max_source_tokens, or leave them out"
+        )
+    log.warning(
+        "%s: %d sentence(s) longer than decode.max_source_tokens %d are cut to it and their "
+        "translations end there (%s): split such lines into sentences, or raise "
+        "decode.max_source_tokens (the decode's time grows with the square of the length)",
+        desc,
+        len(long),
+        limit,
+        named_lines(long),
+    )
+    return [s[:limit] for s in sentences]
 
 
 def autocast(device: torch.device):
@@ -110,6 +164,7 @@ def translate(
     constraint for `decode.constrain` (a function wrapping the step model, as a parser's
     aiayn.parsing.constrained.search_constraint gives); translation has none."""
     device = next(model.parameters()).device
+    sentences = cut_to_limit(sentences, settings.max_source_tokens, desc, constraint is not None)
     lengths = np.array([len(s) for s in sentences])
     limit = model.config.position_limit
     check_fits(lengths, limit, desc)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 
-import sentencepiece as spm
 import torch
 
 from aiayn.decode.settings import DecodeSettings
@@ -21,6 +20,7 @@ from aiayn.parsing.constrained import search_constraint
 from aiayn.parsing.linearize import Linearization
 from aiayn.parsing.score import score_trees
 from aiayn.prepare.binarize import IndexedDataset
+from aiayn.prepare.subword import load as load_subword
 from aiayn.textio import read_lines
 
 # Room for a whole tree after the input's length: a linearized tree has about three pieces a
@@ -41,7 +41,7 @@ class DevParser:
         self.gold = list(read_lines(files["gold_trees"]))[:count]
         self.where = files["gold_trees"]
         self.linearization = Linearization(**files["linearization"])
-        self.processor = spm.SentencePieceProcessor(model_file=files["subword"])
+        self.processor = load_subword(files["subword"])
         self.settings = DecodeSettings(
             beam=settings.dev_parse_beam,
             max_length_offset=MAX_LENGTH_OFFSET,

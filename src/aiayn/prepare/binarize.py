@@ -118,6 +118,21 @@ class IndexedDataset:
             np.memmap(bin_path, dtype=self.dtype, mode="r") if n_tokens else np.empty(0, self.dtype)
         )
 
+    def check_ids(self, vocab_size: int) -> None:
+        """Every id inside the vocabulary, checked once before use: a damaged file (same size,
+        other bytes) would otherwise stop training at its batch with an IndexError naming no
+        file, on a GPU as a device-side assert hours in."""
+        if not self.tokens.size or int(self.tokens.max()) < vocab_size:
+            return
+        position = int(np.argmax(self.tokens >= vocab_size))
+        sentence = int(np.searchsorted(self.offsets, position, side="right")) - 1
+        raise InputError(
+            f"{self.prefix}.bin: sentence {sentence + 1} holds token id "
+            f"{int(self.tokens[position])}, outside the vocabulary of {vocab_size} pieces: the "
+            f"file is damaged or was binarized with another BPE model. Delete {self.prefix}.bin "
+            "and rerun the workflow (rule binarize writes it again)"
+        )
+
     def __len__(self) -> int:
         return len(self.offsets) - 1
 

@@ -101,4 +101,10 @@ def load(model_path: str | os.PathLike) -> spm.SentencePieceProcessor:
         raise InputError(
             f"{model_path}: no sentencepiece model there (run the subword stage first)"
         )
-    return spm.SentencePieceProcessor(model_file=str(model_path))
+    try:
+        return spm.SentencePieceProcessor(model_file=str(model_path))
+    except (OSError, RuntimeError) as err:
+        raise InputError(
+            f"{model_path}: not a readable sentencepiece model ({err}): damaged? Delete it and "
+            "rerun the workflow (rule subword trains it again; what was cut with it reruns)"
+        ) from None

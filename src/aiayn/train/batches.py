@@ -29,6 +29,8 @@ class TrainingBatches:
         self.accumulation, self.batch_tokens = accumulation, batch_tokens
         self.train_source, self.train_target = (IndexedDataset(p) for p in experiment.train_data)
         self.dev_source, self.dev_target = (IndexedDataset(p) for p in experiment.dev_data)
+        for data in (self.train_source, self.train_target, self.dev_source, self.dev_target):
+            data.check_ids(experiment.model.vocab_size)
         self.dev = self.plan_dev()
 
     def of_epoch(self, epoch: int) -> list[np.ndarray]:

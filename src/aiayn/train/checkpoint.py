@@ -183,10 +183,32 @@ def load_weights(path: str | Path) -> dict:
         else:
             payload = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError, SafetensorError) as err:
-        raise InputError(f"{path}: not a readable weights file ({err})") from None
+        raise InputError(f"{path}: not a readable weights file ({err}). {REWRITE}") from None
     if not isinstance(payload, dict) or not {"state_dict", "model_config"} <= set(payload):
         raise InputError(f"{path}: not an aiayn weights file (no state_dict/model_config)")
+    check_finite(payload["state_dict"], path)
     return payload
+
+
+# The way out for a damaged weights file: the workflow writes it again
+REWRITE = (
+    "Delete it and rerun the workflow: a run folder's weights file is written again from its "
+    "checkpoint, averaged.safetensors by rule average"
+)
+
+
+def check_finite(state_dict: dict, path) -> None:
+    """Weights holding a NaN or an infinity translate to empty lines without an error: refuse
+    them where they are read (averaging, decoding, the attention maps, `aiayn translate`)."""
+    for name, tensor in state_dict.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            bad = int((~torch.isfinite(tensor)).sum())
+            raise InputError(
+                f"{path}: {name} holds {bad} of {tensor.numel()} values that are NaN or "
+                f"infinite. If the file was damaged: {REWRITE[0].lower()}{REWRITE[1:]}. If "
+                "training wrote it so (a diverged run: see the loss in its train.jsonl), "
+                "average other checkpoints or retrain with a lower `train.lr_scale`"
+            )
 
 
 def read_safetensors(path: Path) -> dict:

@@ -54,8 +54,27 @@ def check_launch_variables() -> None:
         )
 
 
+# What every launcher of several processes sets (torchrun, DeepSpeed's, a hand-made srun line)
+LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def check_world_is_launched() -> None:
+    """WORLD_SIZE > 1 left in the shell without the rest of a launch: DeepSpeed would look for
+    MPI (a traceback) or, with a MASTER_PORT, wait for processes that never come."""
+    world = os.environ.get("WORLD_SIZE", "1")
+    missing = [name for name in LAUNCH_VARIABLES if name not in os.environ]
+    if world.strip() not in ("", "0", "1") and missing and "TORCHELASTIC_RUN_ID" not in os.environ:
+        raise InputError(
+            f"WORLD_SIZE={world} in the environment, but no launcher started this process "
+            f"({', '.join(missing)} not set): left from another launch? Unset it (`unset "
+            "WORLD_SIZE`) to train as one process; for several, set the experiment's "
+            "`processes` and the workflow starts them with torchrun"
+        )
+
+
 def init_process() -> tuple[int, int, torch.device]:
     """Rank, world size and device; a lone process sets up a world of one itself."""
+    check_world_is_launched()
     for key, value in (
         ("RANK", "0"),
         ("LOCAL_RANK", "0"),
