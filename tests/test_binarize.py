@@ -54,6 +54,42 @@ def test_damaged_files_are_reported(tmp_path):
         IndexedDataset(tmp_path / "nothing")
 
 
+def test_ids_outside_the_vocabulary_in_a_damaged_file_are_found_naming_file_and_sentence(
+    tmp_path,
+):
+    """Same size, other bytes: the size checks pass, and training crashed when the batch came
+    up (an IndexError naming no file; on a GPU a device-side assert hours in)."""
+    write_indexed(tmp_path / "x", SENTENCES, vocab_size=100)
+    IndexedDataset(tmp_path / "x").check_ids(100)  # an intact file passes
+    ids = np.fromfile(tmp_path / "x.bin", dtype=np.uint16)
+    ids[3] = 60000  # the first token of sentence 3 (the second is empty)
+    ids.tofile(tmp_path / "x.bin")
+    dataset = IndexedDataset(tmp_path / "x")
+    with pytest.raises(InputError) as refused:
+        dataset.check_ids(100)
+    assert str(refused.value).startswith(
+        f"{tmp_path / 'x'}.bin: sentence 3 holds token id 60000, outside the vocabulary of 100 "
+        "pieces: the file is damaged"
+    )
+    assert "rule binarize writes it again" in str(refused.value)
+
+
+def test_the_trainer_checks_every_id_before_its_first_step(tmp_path):
+    from aiayn.train.batches import TrainingBatches
+    from tests.test_train_parts import an_experiment
+
+    data = tuple([str(tmp_path / f"{split}.{side}") for side in ("en", "de")]
+                 for split in ("train", "dev"))  # fmt: skip
+    for prefix in (*data[0], *data[1]):
+        write_indexed(prefix, [[5, 6, 7]] * 8, vocab_size=20)  # the experiment's vocabulary
+    experiment = an_experiment(tmp_path / "run", data)
+    ids = np.fromfile(tmp_path / "dev.de.bin", dtype=np.uint16)
+    ids[-1] = 999
+    ids.tofile(tmp_path / "dev.de.bin")
+    with pytest.raises(InputError, match=r"dev\.de\.bin: sentence 8 holds token id 999"):
+        TrainingBatches(experiment, 0, 1, 1, 64)
+
+
 def test_binarized_real_text_decodes_back(tmp_path):
     val = shared("multi30k", "val.de")
     train_bpe([str(val)], str(tmp_path / "bpe.model"), SubwordSettings(vocab_size=1000))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 import tomllib
 
 import pytest
@@ -142,7 +143,8 @@ def first_line(said: str) -> str:
     return next(line for line in said.splitlines() if not line.startswith("Using workflow"))
 
 
-NAMES_THAT_LEAVE_THEIR_FOLDER = ["..", ".", "/", "a/b", "/tmp", "..hidden"]
+# "nl\n": Python's `$` matches before a final newline, so a name ending in one passed
+NAMES_THAT_LEAVE_THEIR_FOLDER = ["..", ".", "/", "a/b", "/tmp", "..hidden", "nl\n"]
 
 
 @pytest.mark.parametrize("name", NAMES_THAT_LEAVE_THEIR_FOLDER)
@@ -198,6 +200,54 @@ def test_whole_number_floats_are_refused_naming_the_key():
     config["experiments"]["tiny"]["train"]["average_last"] = 2.0
     with pytest.raises(InputError, match="experiments.tiny.train.average_last: 2.0 is not a whole"):
         check_config(config, schema())
+
+
+@pytest.mark.parametrize(
+    "value, said",
+    [
+        ("100", "'100' is text, not a whole number: write it without quotes"),
+        (True, "true is a yes/no value, not a whole number"),
+        (None, "the value is empty (null), not a whole number: write a whole number, or leave"),
+        (2.5, "2.5 is not a whole number: write it without a decimal point"),
+    ],
+)
+def test_a_value_where_a_whole_number_belongs_is_told_what_it_is(value, said):
+    """A quoted number, `true` or `null` were all told to drop a decimal point they lacked."""
+    from aiayn.config.check import check_config
+    from aiayn.config.schema import schema
+
+    config = load("config.yaml")
+    config["experiments"]["tiny"]["train"]["max_steps"] = value
+    with pytest.raises(InputError, match=re.escape(f"experiments.tiny.train.max_steps: {said}")):
+        check_config(config, schema())
+
+
+def test_nested_command_line_values_are_read_as_in_a_config_file(tmp_path):
+    """Snakemake reads `--config 'experiments={tiny: {train: {max_steps: 100}}}'` with YAML's
+    BaseLoader: every nested scalar a string. They are read as a config file reads them."""
+    from aiayn.config.study import compose_config, typed_scalars
+
+    nested = {"experiments": {"tiny": {"train": {
+        "max_steps": "100", "label_smoothing": "0.2", "sync_free": "true", "lr_scale": "1e-1",
+        "max_minutes": ""}}}}  # fmt: skip
+    train = compose_config(PROJECT / "config.yaml", (), nested)["experiments"]["tiny"]["train"]
+    assert (train["max_steps"], train["label_smoothing"], train["sync_free"]) == (100, 0.2, True)
+    assert (train["lr_scale"], train["max_minutes"]) == (0.1, None)
+    assert typed_scalars(["0x", "a: b", "toy", "nan"]) == ["0x", "a: b", "toy", "nan"]
+    study = tmp_path / "study.yaml"
+    study.write_text(f"include: [{PROJECT / 'config.yaml'}]\nstudy: 2024\n")
+    assert compose_config(PROJECT / "config.yaml", [study])["study"] == "2024"
+    assert compose_config(PROJECT / "config.yaml", (), {"study": 2024})["study"] == "2024"
+
+
+def test_snakemake_takes_nested_numbers_and_a_numeric_study_from_the_command_line(project_copy):
+    """The README's `--config 'experiments={tiny: {train: {max_steps: 100}}}'` failed its
+    check ('100' is not a whole number), and a study named 2024 ended in a TypeError."""
+    result = run_snakemake(
+        project_copy, "-n", "--config", "study=2024",
+        "experiments={tiny: {train: {max_steps: 7, sync_free: true}}}",
+    )  # fmt: skip
+    assert "results/2024/tables/table2.md" in result.stdout
 
 
 def test_a_yaml_alias_bomb_is_refused_at_once(project_copy):
@@ -460,11 +510,11 @@ def test_each_settings_object_has_exactly_its_schema_sections_properties_and_def
     [
         (
             lambda config: config["experiments"].update({"tiny; rm -rf ~": {"dataset": "toy"}}),
-            r"'tiny; rm -rf ~' does not match '\^\[A-Za-z0-9_\]\[A-Za-z0-9_.\]\*\$'",
+            r"'tiny; rm -rf ~' does not match '\^\[A-Za-z0-9_\]\[A-Za-z0-9_.\]\*\\+Z'",
         ),
         (
             lambda config: config["datasets"].update({"my data": config["datasets"]["toy"]}),
-            r"'my data' does not match any of the regexes: '\^\[A-Za-z0-9_\]\+\$'",
+            r"'my data' does not match any of the regexes: '\^\[A-Za-z0-9_\]\+\\+Z'",
         ),
         (
             lambda config: config["experiments"]["tiny"].update(model="huge"),
@@ -493,3 +543,21 @@ def test_the_en_fr_preset_says_its_vocabulary_is_bpe_not_the_papers_word_pieces(
         text = (PROJECT / name).read_text()
         assert "BPE" in text and "a 32000 word-piece vocabulary" not in text, name
     assert "has no WordPiece trainer" in (PROJECT / "configs/data/wmt14_en_fr.yaml").read_text()
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("1: x\n", "config key (top level): the key 1 is not text (YAML reads it as int)"),
+        ("experiments:\n  2024: {dataset: toy}\n", "experiments: the key 2024 is not text"),
+        ("datasets:\n  toy:\n    splits:\n      on: {}\n", "toy.splits: a key YAML reads as true"),
+        ("study: caf\xe9\n", "is not UTF-8 text (byte 0xe9 at offset 10): re-encode it"),
+    ],
+)
+def test_keys_yaml_reads_as_numbers_and_files_not_in_utf8_are_named(tmp_path, text, said):
+    """A split named 2014, an experiment named 2024 or a key `on:` ended in a TypeError, a
+    Latin-1 config file in a UnicodeDecodeError."""
+    path = tmp_path / "study.yaml"
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(InputError, match=re.escape(said)):
+        load_config(PROJECT, [path])

@@ -19,7 +19,7 @@ from aiayn.decode.search import (
     source_batch,
 )
 from aiayn.decode.settings import DecodeSettings
-from aiayn.decode.translate import translate
+from aiayn.decode.translate import cut_to_limit, translate
 from aiayn.errors import InputError
 from aiayn.model import Transformer
 from aiayn.model_config import build_config
@@ -568,6 +568,34 @@ def test_a_source_longer_than_the_learned_positions_stops_with_the_sentence():
     message = str(err.value)
     assert message.startswith("tiny/averaged/test: sentence 2 is 12 tokens long, 13 with EOS")
     assert "max_positions 12 (too long: 2 of 3 sentences)" in message
+
+
+def test_a_source_over_max_source_tokens_is_cut_with_a_warning_counting_tokens(caplog):
+    """A 1 MB line (536k tokens) decoded for hours with no end in sight: it is cut to
+    decode.max_source_tokens, and the warning names it and its length in tokens."""
+    model = random_model()
+    sentences = [np.arange(4, 9), np.full(3000, 7), np.arange(4, 10)]  # 5, 3000 and 6 tokens
+    settings = DecodeSettings(search="greedy", max_source_tokens=6, max_length_offset=2)
+    with caplog.at_level("WARNING", logger="aiayn"):
+        hypotheses, _ = translate(model, sentences, settings, desc="tiny/averaged/test")
+    assert "tiny/averaged/test: 1 sentence(s) longer than decode.max_source_tokens 6" in (
+        caplog.text
+    )
+    assert "(line 2: 3,000 tokens)" in caplog.text
+    assert "raise decode.max_source_tokens" in caplog.text
+    assert len(hypotheses[1].tokens) <= 6 + 1 + 2  # the cut source, its EOS, the offset
+
+
+def test_a_parsers_sentence_is_never_cut_and_lengths_are_capped():
+    """A constrained search needs every word of its sentence: cutting is an error there."""
+    too_long = r"1 sentence\(s\) longer than decode.max_source_tokens 4"
+    with pytest.raises(InputError, match=too_long):
+        cut_to_limit([np.arange(4, 9)], 4, "ptb/averaged/test", constrained=True)
+    assert cut_to_limit([np.arange(4, 8)], 4, "x", constrained=True)[0].tolist() == [4, 5, 6, 7]
+    with pytest.raises(ValueError, match="max_length_offset must be from 0 to 1024"):
+        DecodeSettings(max_length_offset=1_000_000)
+    with pytest.raises(ValueError, match="max_source_tokens must be >= 1, not 0"):
+        DecodeSettings(max_source_tokens=0)
 
 
 def test_attention_maps_refuse_a_sentence_longer_than_the_learned_positions():

@@ -94,3 +94,35 @@ def test_byte_fallback_and_normalization_settings_reach_sentencepiece(tmp_path, 
     assert UNK_ID not in default.encode(text)
     assert UNK_ID in changed.encode(text)  # ☃ was never seen and has no byte pieces
     assert "full width" in changed.decode(changed.encode(text))  # NFKC folded the full width
+
+
+def test_a_damaged_model_is_named_as_damaged_by_binarize_and_translate(tmp_path, newstest_model):
+    """sentencepiece's own traceback at binarize; `aiayn translate` said "rebuilt since"
+    (the weights' hash check came first). Both now say the file is damaged and how it comes
+    back."""
+    import shutil
+
+    from aiayn.decode.settings import DecodeSettings
+    from aiayn.decode.translate import translate_lines
+    from aiayn.model import Transformer
+    from aiayn.model_config import TransformerConfig
+    from aiayn.prepare.binarize import binarize_file
+    from aiayn.train.checkpoint import file_sha256, save_weights
+
+    model_path = tmp_path / "bpe.model"
+    shutil.copy(newstest_model[0], model_path)
+    config = TransformerConfig(
+        vocab_size=4000, n_layers=1, d_model=16, d_ff=32, n_heads=2, dropout=0
+    )
+    weights = tmp_path / "w.safetensors"
+    save_weights(weights, {"state_dict": Transformer(config).state_dict(),
+                           "model_config": vars(config), "subword_sha256": file_sha256(model_path)})  # fmt: skip
+    model_path.write_bytes(model_path.read_bytes()[: model_path.stat().st_size // 2])
+    text = tmp_path / "in.en"
+    text.write_text("a line\n", encoding="utf-8")
+    damaged = "bpe.model: not a readable sentencepiece model"
+    with pytest.raises(InputError, match=damaged) as refused:
+        binarize_file(load(model_path), str(text), str(tmp_path / "x"))
+    assert "Delete it and rerun the workflow (rule subword trains it again" in str(refused.value)
+    with pytest.raises(InputError, match=damaged):
+        translate_lines(weights, model_path, ["a line"], DecodeSettings(), device="cpu")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import os
+import stat
+import threading
 
 import pytest
 
@@ -47,3 +50,49 @@ def test_atomic_output_leaves_nothing_on_failure_and_keeps_the_old_file(tmp_path
         raise RuntimeError("crash")
     assert path.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+@pytest.mark.parametrize("umask", [0o002, 0o022, 0o077])
+def test_outputs_get_the_mode_the_umask_gives_a_new_file(tmp_path, umask):
+    """mkstemp makes its file 0600, and the rename kept that: on a group-shared cluster folder
+    nobody else could read a stage's outputs."""
+    old = os.umask(umask)
+    try:
+        with atomic_output(tmp_path / "out.txt") as handle:
+            handle.write("x\n")
+        (tmp_path / "plain.txt").write_text("x\n")  # what open() gives under this umask
+    finally:
+        os.umask(old)
+    mode = stat.S_IMODE((tmp_path / "out.txt").stat().st_mode)
+    assert mode == 0o666 & ~umask == stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode)
+
+
+def test_a_link_is_written_through_a_device_or_pipe_written_to_a_folder_refused(tmp_path):
+    """An output path is never replaced by a new file: a link keeps pointing where it did (its
+    target rewritten whole), /dev/null stays a device, a pipe gets the text."""
+    target, link = tmp_path / "shared" / "out.txt", tmp_path / "out.txt"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    link.symlink_to(target)
+    with atomic_output(link) as handle:
+        handle.write("new\n")
+    assert link.is_symlink() and target.read_text() == "new\n"
+
+    with atomic_output("/dev/null") as handle:
+        handle.write("nothing\n")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_text()))
+    reader.start()
+    with atomic_output(pipe) as handle:
+        handle.write("through the pipe\n")
+    reader.join(timeout=10)
+    assert received == ["through the pipe\n"] and stat.S_ISFIFO(pipe.stat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt", "pipe", "shared"]
+
+    with pytest.raises(InputError, match="is a folder: give a file name"):
+        with atomic_output(tmp_path) as handle:
+            handle.write("x")

@@ -360,6 +360,44 @@ def test_weights_used_under_another_name_or_bpe_model_are_refused_naming_both(tm
     )  # says nothing
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_weights_holding_nan_or_inf_are_refused_where_they_are_read(tmp_path, bad):
+    """One NaN in a weights file gave empty translations with exit 0, and averaging said it
+    averaged the file: every reader now refuses it, naming the tensor and the way out."""
+    from aiayn.decode.translate import load_model
+
+    model = Transformer(
+        TransformerConfig(vocab_size=20, n_layers=1, d_model=16, d_ff=32, n_heads=2, dropout=0.0)
+    )
+    good, broken = tmp_path / "good.safetensors", tmp_path / "broken.safetensors"
+    state = model.state_dict()
+    save_weights(good, weights_payload(state) | {"model_config": vars(model.config)})
+    state = {name: tensor.clone() for name, tensor in state.items()}
+    state["encoder.0.feed_forward.w_1.bias"][3] = bad
+    save_weights(broken, weights_payload(state) | {"model_config": vars(model.config)})
+    message = r"encoder.0.feed_forward.w_1.bias holds 1 of 32 values that are NaN or infinite"
+    for read in (
+        lambda: load_weights(broken),
+        lambda: average_weights([good, broken]),
+        lambda: load_model(broken, torch.device("cpu")),
+    ):
+        with pytest.raises(InputError, match=message) as refused:
+            read()
+        assert "delete it and rerun the workflow" in str(refused.value)
+        assert "retrain with a lower `train.lr_scale`" in str(refused.value)
+    assert average_weights([good, good])["averaged_from"] == [str(good), str(good)]
+
+
+def test_an_unreadable_weights_file_is_told_how_it_comes_back(tmp_path):
+    damaged = tmp_path / "step00000010.safetensors"
+    damaged.write_bytes(b"\x00" * 64)
+    with pytest.raises(InputError, match="not a readable weights file") as refused:
+        load_weights(damaged)
+    assert "Delete it and rerun the workflow: a run folder's weights file is written again" in (
+        str(refused.value)
+    )
+
+
 def test_a_signals_weights_are_never_averaged_and_go_once_a_scheduled_one_follows(tmp_path):
     """Pruning keeps the newest `average_last` weights written on schedule; a signal's (written
     at whatever step SLURM stopped the run) is kept only while it is the newest."""

@@ -20,7 +20,12 @@ from aiayn.prepare.binarize import write_indexed
 from aiayn.train import checkpoint as ckpt
 from aiayn.train import timing
 from aiayn.train.batches import TrainingBatches
-from aiayn.train.engine import deepspeed_engine, init_process, sum_over_processes
+from aiayn.train.engine import (
+    LAUNCH_VARIABLES,
+    deepspeed_engine,
+    init_process,
+    sum_over_processes,
+)
 from aiayn.train.loader import BatchStream
 from aiayn.train.record import (
     LogWindow,
@@ -295,8 +300,22 @@ def test_stray_launch_variables_are_refused_before_waiting_for_other_ranks(monke
         check_launch_variables()
 
 
-def test_the_trainer_with_a_stray_rank_stops_at_once_naming_the_variables(tmp_path, data):
-    """RANK=1 left in the shell: the trainer stops with the variables named, not a hang."""
+@pytest.mark.parametrize(
+    "stray, said",
+    [
+        (
+            {"RANK": "1"},
+            "RANK=1, LOCAL_RANK=0, WORLD_SIZE=1 in the environment describe no process",
+        ),
+        ({"WORLD_SIZE": "2"}, "WORLD_SIZE=2 in the environment, but no launcher started this"),
+        ({"WORLD_SIZE": "2", "MASTER_PORT": "29555"}, "(RANK, LOCAL_RANK, MASTER_ADDR not set)"),
+    ],
+)
+def test_the_trainer_with_a_stray_launch_variable_stops_at_once_naming_it(
+    tmp_path, data, stray, said
+):
+    """RANK=1 or WORLD_SIZE=2 left in the shell: the trainer stops with the variables named,
+    not a hang for processes that never come, nor DeepSpeed's MPI traceback."""
     import os
     import subprocess
     import sys
@@ -305,16 +324,14 @@ def test_the_trainer_with_a_stray_rank_stops_at_once_naming_the_variables(tmp_pa
 
     spec = tmp_path / "e.json"
     spec.write_text(json.dumps(an_experiment(tmp_path / "run", data).as_dict()))
-    env = {**os.environ, "RANK": "1", "PYTHONPATH": str(PROJECT / "src")}
-    env.pop("WORLD_SIZE", None)
+    env = {key: value for key, value in os.environ.items() if key not in LAUNCH_VARIABLES}
+    env |= {"PYTHONPATH": str(PROJECT / "src"), **stray}
     result = subprocess.run(
         [sys.executable, "-m", "aiayn.train.trainer", str(spec)],
         capture_output=True, text=True, timeout=120, env=env,
     )  # fmt: skip
-    assert result.returncode == 1
-    assert "RANK=1, LOCAL_RANK=0, WORLD_SIZE=1 in the environment describe no process" in (
-        result.stderr
-    )
+    assert result.returncode == 1 and said in result.stderr, result.stderr[-2000:]
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_stopped_training_names_its_checkpoint_or_says_there_is_none():

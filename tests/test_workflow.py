@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -190,6 +192,27 @@ def test_mismatched_local_files_fail_clean_with_the_reason_and_no_output(project
     assert not (project_copy / "data/mine/clean").exists() or not any(
         (project_copy / "data/mine/clean").iterdir()
     )
+
+
+def test_a_source_replaced_with_its_old_mtime_is_found_by_its_content(project_copy):
+    """`cp -p`, `rsync -a` and `tar x` keep a changed file's mtime, which is all Snakemake's
+    mtime trigger looks at: the download's params hold each local file's sha256."""
+    local_dataset(project_copy, ["one", "two"], ["eins", "zwei"])
+    raw = "data/mine/raw/train.en-de.json"
+    run_snakemake(project_copy, raw)
+    source = project_copy / "in/train.en"
+    times = source.stat()
+    source.write_text("one\nthree\n", encoding="utf-8")  # the same size, as an edit may be
+    os.utime(source, ns=(times.st_atime_ns, times.st_mtime_ns))
+    planned = run_snakemake(project_copy, "-n", raw)
+    assert "Params have changed since last execution" in planned.stdout + planned.stderr
+    run_snakemake(project_copy, raw)
+    assert (project_copy / "data/mine/raw/train.en-de.en").read_text() == "one\nthree\n"
+    copied = project_copy / "copy.en"  # the same content copied over it: a new ctime, no rerun
+    shutil.copy2(source, copied)
+    os.replace(copied, source)
+    unchanged = run_snakemake(project_copy, "-n", raw)
+    assert "Nothing to be done" in unchanged.stdout + unchanged.stderr
 
 
 def test_invalid_utf8_fails_with_file_and_line(project_copy):

@@ -201,6 +201,26 @@ def test_aiayn_translate_reads_stdin_keeps_empty_lines_and_takes_overrides(defau
     assert greedy.stdout.splitlines() == [lines[2]]  # spaces around a line change nothing
 
 
+def test_aiayn_translate_writes_through_a_device_or_link_and_warns_of_long_lines(default_run):
+    """`-o /dev/stdout` was replaced by a private file (nothing reached stdout; as root
+    `-o /dev/null` would have replaced the device), a link by a file; a 3000-character line
+    without spaces (one word) got no long-line warning and decoded without a cap."""
+    source = (default_run / "data/toy/clean/test.en-de.en").read_text().splitlines()[0]
+    kept, link = default_run / "kept.de", default_run / "link.de"
+    kept.write_text("old\n")
+    link.symlink_to(kept.name)
+    said = {}
+    for output in ("/dev/stdout", str(link)):
+        result = aiayn(default_run, "translate", "-e", "tiny", "--beam", "1", "--output",
+                       output, stdin=f"{source}\n{'x' * 3000}\n")  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:]
+        said[output] = result.stdout
+    assert link.is_symlink() and len(kept.read_text().splitlines()) == 2
+    assert said["/dev/stdout"] == kept.read_text() and said[str(link)] == ""
+    assert "1 line(s) have more than" in result.stderr and "(line 2: " in result.stderr
+    assert "sentence(s) longer than decode.max_source_tokens 1024 are cut" in result.stderr
+
+
 def test_a_decoding_setting_reruns_decode_score_and_report_but_not_training(default_run):
     # experiment tiny only
     edit_config(default_run, lambda c: c["experiments"]["tiny"].update(decode={"alpha": 1.0}))

@@ -25,6 +25,7 @@ MAX_VALUES = 100_000
 def check_config(config: dict, schema: dict) -> None:
     """Raise InputError with a short message if the config is too large or breaks the schema."""
     check_size(config, "the config")
+    check_keys(config)
     errors = list(strict_validator(schema).iter_errors(config))
     if errors:
         raise InputError(describe(first(errors)))
@@ -39,6 +40,28 @@ def check_size(config, what: str) -> None:
             "(`*name`) nested in it? Write the repeated settings out, or use a preset's "
             "`include:`"
         )
+
+
+def check_keys(value, where: tuple = ()) -> None:
+    """Every key is text: YAML reads `2024:` as a number and `on:` as true, which no name
+    check expects (they ended in a TypeError)."""
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            check_keys(item, (*where, index))
+    if not isinstance(value, dict):
+        return
+    for key, item in value.items():
+        if isinstance(key, bool):  # YAML 1.1: on/off/yes/no
+            raise InputError(
+                f"config key {key_path(where)}: a key YAML reads as {str(key).lower()} (on, "
+                'off, yes, no, true or false): write the name in quotes, e.g. "on"'
+            )
+        if not isinstance(key, str):
+            raise InputError(
+                f"config key {key_path(where)}: the key {key!r} is not text (YAML reads it as "
+                f'{type(key).__name__}): write it in quotes, "{key}"'
+            )
+        check_keys(item, (*where, key))
 
 
 def expanded_size(value, sizes: dict | None = None) -> int:
@@ -87,13 +110,30 @@ def describe(error) -> str:
         names = "A-Za-z0-9_" in error.validator_value  # a name that becomes a path
         rule = NAME_RULE if names else f"it must match {error.validator_value}"
         return f"config key {where}: {short(error.instance)} is not allowed: {rule}"
-    if error.validator == "type" and error.validator_value == "integer":
-        return (
-            f"config key {where}: {short(error.instance)} is not a whole number: write it "
-            "without a decimal point"
-        )
+    if error.validator == "type" and error.validator_value in ("integer", "number"):
+        return f"config key {where}: {not_a_number(error.instance, error.validator_value)}"
     message = error.message if len(error.message) <= 300 else error.message[:297] + "..."
     return f"config key {where}: {message}"
+
+
+def not_a_number(value, kind: str) -> str:
+    """What is wrong with a value where a number belongs, said by what it is."""
+    wanted = "a whole number" if kind == "integer" else "a number"
+    if isinstance(value, bool):
+        return f"{str(value).lower()} is a yes/no value, not {wanted}: write {wanted}"
+    if value is None:
+        return (
+            f"the value is empty (null), not {wanted}: write {wanted}, or leave the key out "
+            "for its default"
+        )
+    if isinstance(value, str):
+        return (
+            f"{short(value)} is text, not {wanted}: write it without quotes (in YAML, "
+            f'`key: 100`, not `key: "100"`)'
+        )
+    if isinstance(value, float) and kind == "integer":
+        return f"{short(value)} is not a whole number: write it without a decimal point"
+    return f"{short(value)} is not {wanted}"
 
 
 def unknown_key(error, where: str) -> str:

@@ -18,6 +18,7 @@ is left out entirely, so its toy experiments never leak into a preset's run, and
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,10 +49,54 @@ def compose_config(
     files = [Path(f) for f in configfiles] or [Path(default)]
     layers = [read_layer(path, ()) for path in files]
     config = side_by_side(layers).config
-    studies = [layer.study or path.stem for layer, path in zip(layers, files, strict=True)]
+    studies = [
+        study_name(layer.study, path) or path.stem
+        for layer, path in zip(layers, files, strict=True)
+    ]
     config["study"] = "+".join(dict.fromkeys(studies))
-    merge(config, copy.deepcopy(dict(overrides or {})))
+    merge(config, typed_overrides(overrides or {}))
+    if isinstance(config["study"], int | float) and not isinstance(config["study"], bool):
+        config["study"] = str(config["study"])  # `--config study=2024`: a name, not a number
     return config
+
+
+def study_name(value, path: Path) -> str | None:
+    """A file's `study:`; a number (`study: 2024`, which YAML reads as one) is its name."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    raise InputError(f"{path}: `study: {value!r}` is not a name: write the study's name")
+
+
+NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def typed_overrides(overrides: Mapping) -> dict:
+    """Snakemake's `--config KEY=VALUE` reads a nested VALUE (`{tiny: {train: {max_steps:
+    100}}}`) with YAML's BaseLoader, which leaves every scalar inside it a string ('100',
+    'true'); read them as the same text in a config file would be (100, True), so that nested
+    numbers and booleans can be set from the command line."""
+    return {
+        key: typed_scalars(value) if isinstance(value, dict | list) else copy.deepcopy(value)
+        for key, value in overrides.items()
+    }
+
+
+def typed_scalars(value):
+    if isinstance(value, dict):
+        return {key: typed_scalars(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [typed_scalars(item) for item in value]
+    if not isinstance(value, str):
+        return value
+    try:
+        typed = yaml.safe_load(value) if value.strip() else None
+    except yaml.YAMLError:
+        return value
+    if typed is None or isinstance(typed, bool | int | float):
+        return typed
+    return float(value) if NUMBER.fullmatch(value) else value  # 1e-3, which YAML 1.1 leaves
 
 
 def read_layer(path: Path, including: tuple[Path, ...]) -> Layer:
@@ -112,6 +157,11 @@ def load_file(path: Path) -> dict:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as err:
         raise InputError(f"config file {path} is not valid YAML: {err}") from None
+    except UnicodeDecodeError as err:
+        raise InputError(
+            f"config file {path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at "
+            f"offset {err.start}): re-encode it, e.g. `iconv -f latin1 -t utf-8 {path}`"
+        ) from None
     if not isinstance(data, dict):
         raise InputError(f"config file {path} must hold a mapping of settings")
     check_size(data, str(path))
