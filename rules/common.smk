@@ -90,7 +90,8 @@ def local_inputs(wildcards):
 
 def local_contents(wildcards):
     """The sha256 of each local file, a param: a file replaced with its old mtime (`cp -p`,
-    `rsync -a`) reruns the download too. Where the files are (`root`) is not part of it."""
+    `rsync -a`) reruns the download too. Where the files are (`root`) is not part of it.
+    """
     return source_digests(local_inputs(wildcards))
 
 

@@ -4,7 +4,7 @@ import numpy as np
 
 from aiayn.decode.translate import load_model, pick_device
 from aiayn.logs import run_stage
-from aiayn.prepare.subword import load as load_subword
+from aiayn.prepare.pieces import load as load_subword
 from aiayn.report import figures
 from aiayn.report.attention import encoder_attention, figure_layer
 from aiayn.report.output import save_figure

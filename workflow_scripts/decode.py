@@ -10,7 +10,7 @@ from aiayn.decode.translate import check_vocabulary, detokenized, load_model, pi
 from aiayn.logs import run_stage, save_record
 from aiayn.parsing.constrained import search_constraint
 from aiayn.prepare.binarize import IndexedDataset
-from aiayn.prepare.subword import load as load_subword
+from aiayn.prepare.pieces import load as load_subword
 from aiayn.textio import read_lines, write_lines
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from aiayn.textio import atomic_output
 
-CACHE = "data/.source_sha256.json"  # in the workflow's folder
+# In the workflow's folder, beside Snakemake's own records (its params trigger reads them)
+CACHE = ".snakemake/aiayn/source_sha256.json"
 CHUNK = 1 << 20
 
 

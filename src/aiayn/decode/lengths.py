@@ -32,7 +32,7 @@ from aiayn.decode.search import length_penalty
 from aiayn.decode.settings import DecodeSettings
 from aiayn.decode.translate import detokenized, load_model, translate
 from aiayn.prepare.binarize import IndexedDataset
-from aiayn.prepare.subword import load as load_subword
+from aiayn.prepare.pieces import load as load_subword
 from aiayn.score.bleu import paired_bootstrap
 from aiayn.train.checkpoint import weights_files
 from aiayn.vocab import BOS_ID, EOS_ID

@@ -29,7 +29,7 @@ from aiayn.errors import InputError
 from aiayn.logs import progress
 from aiayn.model import Transformer
 from aiayn.model_config import TransformerConfig
-from aiayn.prepare.subword import load as load_subword
+from aiayn.prepare.pieces import load as load_subword
 from aiayn.train.checkpoint import check_origin, load_weights
 
 log = logging.getLogger("aiayn")

@@ -20,7 +20,7 @@ from aiayn.parsing.constrained import search_constraint
 from aiayn.parsing.linearize import Linearization
 from aiayn.parsing.score import score_trees
 from aiayn.prepare.binarize import IndexedDataset
-from aiayn.prepare.subword import load as load_subword
+from aiayn.prepare.pieces import load as load_subword
 from aiayn.textio import read_lines
 
 # Room for a whole tree after the input's length: a linearized tree has about three pieces a
