@@ -248,6 +248,7 @@ def test_snakemake_takes_nested_numbers_and_a_numeric_study_from_the_command_lin
         "experiments={tiny: {train: {max_steps: 7, sync_free: true}}}",
     )  # fmt: skip
     assert "results/2024/tables/table2.md" in result.stdout
+    assert re.search(r"\n  tiny +7 ", result.stdout)  # the plan's bill: 7 steps, the number
 
 
 def test_a_yaml_alias_bomb_is_refused_at_once(project_copy):
