@@ -3,8 +3,9 @@ misses a file replaced by another with the old mtime (`cp -p`, `rsync -a`, `tar 
 trigger does not.
 
 Hashing a corpus at every start would cost seconds per GB, so each digest is kept in a cache
-beside the data, keyed by what no copy can keep: the file's inode and change time (ctime,
-which no user can set), with its size and mtime. A file whose keys are unchanged is not read.
+beside Snakemake's records (CACHE), keyed by what no copy can keep: the file's inode and change
+time (ctime, which no user can set), with its size and mtime. A file whose keys are unchanged is
+not read.
 """
 
 from __future__ import annotations
