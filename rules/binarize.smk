@@ -19,9 +19,7 @@ rule binarize:
         "envs/aiayn.yaml"
     threads: 4
     params:
-        prefixes=lambda wildcards: plan.data.split_sides(
-            "bin", wildcards.dataset, wildcards.split
-        ),
+        prefixes=binarized_prefixes,
         code=code_version("binarize.py"),
     script:
         "../workflow_scripts/binarize.py"

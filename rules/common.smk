@@ -1,5 +1,6 @@
 """What only Snakemake needs: the plan of the config, wildcard patterns, code versions and the
-input functions (taking `wildcards`) that give one job's inputs.
+input, params and resources functions (taking `wildcards`) that give one job's files and
+settings: named, so that every rule reads as a list of what it needs (Snakemake's best practices).
 
 File names come from aiayn.config.paths, config look-ups from `plan` (aiayn.config.plan.Plan,
 plain Python and unit-tested there), through its four parts: `plan.data` (datasets and splits),
@@ -203,6 +204,140 @@ def baseline_seed_outputs(wildcards):
     if not tested_against(baseline, wildcards):
         return []
     return seed_outputs(baseline, wildcards)
+
+
+# ---- params and resources: one job's settings ---------------------------------------------
+
+
+def dataset_root(wildcards):
+    """Where the dataset's local files are (its `root`)."""
+    return plan.data.entry(wildcards.dataset)["root"]
+
+
+def is_training_split(wildcards):
+    return wildcards.split == "train"
+
+
+def clean_settings(wildcards):
+    """The dataset's cleaning filters for its training split; none for the others, which are
+    passed through checked, so that a filter's edit reruns the training split's job only.
+    """
+    if wildcards.split != "train":
+        return {}
+    return plan.data.entry(wildcards.dataset)["clean"]
+
+
+def training_text(wildcards):
+    """Both sides of the dataset's cleaned training split (what its BPE is learned from)."""
+    return plan.data.split_sides("clean", wildcards.dataset, "train")
+
+
+def subword_settings(wildcards):
+    return plan.data.entry(wildcards.dataset)["subword"]
+
+
+def binarized_prefixes(wildcards):
+    return plan.data.split_sides("bin", wildcards.dataset, wildcards.split)
+
+
+def treebank_linearization(wildcards):
+    return plan.data.entry(wildcards.dataset)["linearization"]
+
+
+def treebank_gold_trees(wildcards):
+    return paths.gold_trees(
+        wildcards.dataset, wildcards.split, plan.data.pair(wildcards.dataset)
+    )
+
+
+def treebank_training_trees(wildcards):
+    return paths.gold_trees(
+        wildcards.dataset, "train", plan.data.pair(wildcards.dataset)
+    )
+
+
+def dataset_test_set(wildcards):
+    """The source spec of the dataset's split (what a score names as its test set)."""
+    return plan.data.split_source(wildcards.dataset, wildcards.split)
+
+
+def trainer_spec(wildcards):
+    return plan.runs.trainer_spec(wildcards.experiment)
+
+
+def train_processes(wildcards):
+    """Processes (GPUs) per node of the experiment's training."""
+    return plan.runs.entry(wildcards.experiment)["processes"]
+
+
+def train_nodes(wildcards):
+    return plan.runs.entry(wildcards.experiment)["nodes"]
+
+
+def train_gres(wildcards):
+    """The GPUs per node that SLURM allocates to the training job."""
+    return f"gpu:{train_processes(wildcards)}"
+
+
+def averaged_checkpoints(wildcards):
+    """How many of the last checkpoints rule average averages."""
+    return plan.runs.entry(wildcards.experiment)["train"]["average_last"]
+
+
+def decode_settings(wildcards):
+    return plan.runs.entry(wildcards.experiment)["decode"]
+
+
+def experiment_test_set(wildcards):
+    """The source spec of the split an experiment's decode is scored on."""
+    return plan.data.split_source(
+        plan.runs.dataset(wildcards.experiment), wildcards.split
+    )
+
+
+def experiment_linearization(wildcards):
+    return plan.data.entry(plan.runs.dataset(wildcards.experiment))["linearization"]
+
+
+def target_language(wildcards):
+    """The language an experiment translates into (sacreBLEU's tokenizer follows it)."""
+    return plan.data.entry(plan.runs.dataset(wildcards.experiment))["langs"][1]
+
+
+def baseline_experiment(wildcards):
+    return plan.runs.baseline_of(wildcards.experiment)
+
+
+def baseline_group(wildcards):
+    return plan.runs.baseline_group(wildcards.experiment)
+
+
+def group_seed_outputs(wildcards):
+    """Every seed's output of the experiment being summarised."""
+    return seed_outputs(wildcards.experiment, wildcards)
+
+
+def seed_runs(wildcards):
+    return plan.runs.seeds_of(wildcards.experiment)
+
+
+def run_seeds(wildcards):
+    """The training seed of each of seed_runs, in the same order."""
+    return [plan.runs.entry(run)["train"]["seed"] for run in seed_runs(wildcards)]
+
+
+def shown_experiments(wildcards):
+    """What the table or figure shows of each of its experiments."""
+    name = wildcards.get("table") or wildcards.get("figure")
+    return plan.report.described(plan.report.shown(name))
+
+
+def training_sources(wildcards):
+    """Each shown experiment's training split source (Table 4 names each parser's treebank)."""
+    return {
+        name: plan.data.split_source(plan.runs.dataset(name), "train")
+        for name in plan.report.shown(wildcards.table)
+    }
 
 
 # ---- report -------------------------------------------------------------------------------

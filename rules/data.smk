@@ -19,7 +19,7 @@ rule download:
         "envs/aiayn.yaml"
     params:
         spec=checked_split_source,
-        root=lambda wildcards: plan.data.entry(wildcards.dataset)["root"],
+        root=dataset_root,
         contents=local_contents,
         code=code_version("download.py"),
     script:
@@ -41,12 +41,8 @@ rule clean:
     conda:
         "envs/aiayn.yaml"
     params:
-        train=lambda wildcards: wildcards.split == "train",
-        settings=lambda wildcards: (
-            plan.data.entry(wildcards.dataset)["clean"]
-            if wildcards.split == "train"
-            else {}
-        ),
+        train=is_training_split,
+        settings=clean_settings,
         # only the training split is filtered: only its job depends on them
         code=code_version("clean.py"),
     script:

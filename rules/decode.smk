@@ -19,7 +19,7 @@ rule decode:
         "envs/aiayn.yaml"
     threads: 1
     params:
-        settings=lambda wildcards: plan.runs.entry(wildcards.experiment)["decode"],
+        settings=decode_settings,
         code=code_version("decode.py"),
     script:
         "../workflow_scripts/decode.py"

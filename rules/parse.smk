@@ -23,11 +23,9 @@ rule treebank:
         "envs/aiayn.yaml"
     params:
         spec=checked_split_source,
-        root=lambda wildcards: plan.data.entry(wildcards.dataset)["root"],
+        root=dataset_root,
         contents=treebank_contents,
-        linearization=lambda wildcards: plan.data.entry(wildcards.dataset)[
-            "linearization"
-        ],
+        linearization=treebank_linearization,
         code=code_version("treebank.py"),
     script:
         "../workflow_scripts/treebank.py"
@@ -59,12 +57,8 @@ rule score_parse:
     conda:
         "envs/aiayn.yaml"
     params:
-        test_set=lambda wildcards: plan.data.split_source(
-            plan.runs.dataset(wildcards.experiment), wildcards.split
-        ),
-        linearization=lambda wildcards: plan.data.entry(
-            plan.runs.dataset(wildcards.experiment)
-        )["linearization"],
+        test_set=experiment_test_set,
+        linearization=experiment_linearization,
         code=code_version("score_parse.py"),
     script:
         "../workflow_scripts/score_parse.py"
@@ -74,12 +68,8 @@ rule parse_baselines:
     """Right-branching and flat trees over a parsing split's words, scored by the same EVALB
     rules: what a parser that ignores its input can reach (Table 4's baseline rows)."""
     input:
-        gold_trees=lambda wildcards: paths.gold_trees(
-            wildcards.dataset, wildcards.split, plan.data.pair(wildcards.dataset)
-        ),
-        train_trees=lambda wildcards: paths.gold_trees(
-            wildcards.dataset, "train", plan.data.pair(wildcards.dataset)
-        ),
+        gold_trees=treebank_gold_trees,
+        train_trees=treebank_training_trees,
     output:
         scores=paths.parse_baseline_file(study=plan.study),
     log:
@@ -89,9 +79,7 @@ rule parse_baselines:
     conda:
         "envs/aiayn.yaml"
     params:
-        test_set=lambda wildcards: plan.data.split_source(
-            wildcards.dataset, wildcards.split
-        ),
+        test_set=dataset_test_set,
         code=code_version("parse_baselines.py"),
     script:
         "../workflow_scripts/parse_baselines.py"

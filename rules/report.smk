@@ -21,13 +21,8 @@ rule table:
     conda:
         "envs/aiayn.yaml"
     params:
-        experiments=lambda wildcards: plan.report.described(
-            plan.report.shown(wildcards.table)
-        ),
-        train_sources=lambda wildcards: {  # Table 4 names each parser's treebank files
-            name: plan.data.split_source(plan.runs.dataset(name), "train")
-            for name in plan.report.shown(wildcards.table)
-        },
+        experiments=shown_experiments,
+        train_sources=training_sources,  # Table 4 names each parser's treebank files
         vocab_sizes=plan.report.vocabulary_sizes(),
         significance=config["report"]["significance"],
         study=plan.study,
@@ -52,9 +47,7 @@ rule figure:
     conda:
         "envs/aiayn.yaml"
     params:
-        experiments=lambda wildcards: plan.report.described(
-            plan.report.shown(wildcards.figure)
-        ),
+        experiments=shown_experiments,
         code=code_version("report_figure.py"),
     script:
         "../workflow_scripts/report_figure.py"

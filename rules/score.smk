@@ -25,13 +25,9 @@ rule score:
     conda:
         "envs/aiayn.yaml"
     params:
-        target_lang=lambda wildcards: plan.data.entry(
-            plan.runs.dataset(wildcards.experiment)
-        )["langs"][1],
-        test_set=lambda wildcards: plan.data.split_source(
-            plan.runs.dataset(wildcards.experiment), wildcards.split
-        ),
-        baseline=lambda wildcards: plan.runs.baseline_of(wildcards.experiment),
+        target_lang=target_language,
+        test_set=experiment_test_set,
+        baseline=baseline_experiment,
         resamples=config["report"]["bootstrap_resamples"],
         code=code_version("score.py"),
     script:
@@ -43,7 +39,7 @@ rule seed_scores:
     and the seed test (Welch's t) against the baseline experiment's seeds (aiayn.score.seed_stats).
     """
     input:
-        hypotheses=lambda wildcards: seed_outputs(wildcards.experiment, wildcards),
+        hypotheses=group_seed_outputs,
         reference=reference_text,
         baseline=baseline_seed_outputs,
     output:
@@ -64,18 +60,11 @@ rule seed_scores:
     conda:
         "envs/aiayn.yaml"
     params:
-        runs=lambda wildcards: plan.runs.seeds_of(wildcards.experiment),
-        seeds=lambda wildcards: [
-            plan.runs.entry(run)["train"]["seed"]
-            for run in plan.runs.seeds_of(wildcards.experiment)
-        ],
-        baseline=lambda wildcards: plan.runs.baseline_group(wildcards.experiment),
-        target_lang=lambda wildcards: plan.data.entry(
-            plan.runs.dataset(wildcards.experiment)
-        )["langs"][1],
-        test_set=lambda wildcards: plan.data.split_source(
-            plan.runs.dataset(wildcards.experiment), wildcards.split
-        ),
+        runs=seed_runs,
+        seeds=run_seeds,
+        baseline=baseline_group,
+        target_lang=target_language,
+        test_set=experiment_test_set,
         resamples=config["report"]["bootstrap_resamples"],
         code=code_version("seed_scores.py"),
     script:

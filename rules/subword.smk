@@ -4,7 +4,7 @@
 rule subword:
     """Train BPE on a shuffled sample of both sides of the cleaned training split."""
     input:
-        lambda wildcards: plan.data.split_sides("clean", wildcards.dataset, "train"),
+        training_text,
     output:
         model=paths.subword_file("model"),
         vocab=paths.subword_file("vocab"),
@@ -17,7 +17,7 @@ rule subword:
         "envs/aiayn.yaml"
     threads: 8
     params:
-        settings=lambda wildcards: plan.data.entry(wildcards.dataset)["subword"],
+        settings=subword_settings,
         code=code_version("subword.py"),
     script:
         "../workflow_scripts/subword.py"

@@ -18,12 +18,12 @@ rule train:
         # One allocation of `nodes` machines with `processes` GPUs each; the workflow profile
         # (profiles/default/) adds memory, run time and CPUs per GPU, the cluster profile
         # (profiles/slurm/) the partition.
-        nodes=lambda wildcards: plan.runs.entry(wildcards.experiment)["nodes"],
-        gres=lambda wildcards: f"gpu:{plan.runs.entry(wildcards.experiment)['processes']}",
+        nodes=train_nodes,
+        gres=train_gres,
     params:
-        spec=lambda wildcards: plan.runs.trainer_spec(wildcards.experiment),
-        processes=lambda wildcards: plan.runs.entry(wildcards.experiment)["processes"],
-        nodes=lambda wildcards: plan.runs.entry(wildcards.experiment)["nodes"],
+        spec=trainer_spec,
+        processes=train_processes,
+        nodes=train_nodes,
         code=code_version("train.py"),
     script:
         "../workflow_scripts/train.py"
@@ -40,9 +40,7 @@ rule average:
     conda:
         "envs/aiayn.yaml"
     params:
-        last=lambda wildcards: plan.runs.entry(wildcards.experiment)["train"][
-            "average_last"
-        ],
+        last=averaged_checkpoints,
         code=code_version("average.py"),
     script:
         "../workflow_scripts/average.py"

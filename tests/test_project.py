@@ -35,6 +35,13 @@ def test_snakefmt_and_ruff_are_clean():
         assert result.returncode == 0, f"{' '.join(command)}:\n{result.stdout}{result.stderr}"
 
 
+def test_rules_name_their_functions():
+    """Snakemake's best practices: no lambdas in rules; their input, params and resources
+    functions are named in rules/common.smk."""
+    for source in sorted((PROJECT / "rules").glob("*.smk")):
+        assert "lambda" not in source.read_text(), f"{source.name} holds a lambda"
+
+
 def test_loading_the_workflow_imports_no_heavy_package():
     """Snakemake parses the Snakefile at every start, and again inside every cluster job: what it
     imports from aiayn must not pull in torch (about 2 s a start here) or its peers."""
