@@ -206,6 +206,7 @@ TRAIN_RATIOS = {  # a train_throughput row's ratios: key -> (numerator, denomina
     "per_parameter_grads_speedup": ("ours_per_parameter_grads", "ours"),
     "sync_free_speedup": ("ours_sync_free", "ours"),
     "autocast_speedup": ("ours_bf16_autocast", "ours"),
+    "fp16_speedup": ("ours_fp16", "ours"),
     "compiled_loss_speedup": ("ours_compiled_loss", "ours"),
     "sliced_loss_speedup": ("ours_sliced_loss", "ours"),
 }

@@ -172,8 +172,11 @@ def ours(config, corpus, args, device, by_layer=False, fused_qkv=False,
         if by_layer:
             compile_layers(trainer.engine.module)
 
+        losses = []  # (loss sum, tokens) of each step, read after the timing
+
         def step():
-            *_, tokens, _ = trainer.train_step(save_requested=False, budget_spent=False)
+            loss, _, tokens, _ = trainer.train_step(save_requested=False, budget_spent=False)
+            losses.append((loss, tokens))
             return tokens
 
         if profile_to is not None:
@@ -181,7 +184,12 @@ def ours(config, corpus, args, device, by_layer=False, fused_qkv=False,
         warmup_seconds = benchlib.warm_up(step, args.warmup, device)
         labels = {"precision": trainer.precision, "loss_kernel": trainer.steps.loss_kernel,
                   "warmup_seconds": round(warmup_seconds, 1)}  # fmt: skip
+        timed_from = len(losses)
         tokens_per_s = measure(step, args.steps, 0, device)
+        # the same seed, data and steps in every trainer of ours: precisions compare by it
+        timed = losses[timed_from:]
+        labels["loss_per_token"] = round(sum(map(float, (loss for loss, _ in timed)))
+                                         / sum(tokens for _, tokens in timed), 4)  # fmt: skip
         if settings.sync_free:  # read once, at the end
             trainer.steps.settle(trainer.state, lambda: None)
             labels["skipped_steps"] = trainer.state["skipped_steps"]
@@ -296,6 +304,15 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
     "ours_compiled_loss": ("ours_compiled_loss", functools.partial(ours, loss_kernel="compiled")),
     # A/B of the optimizer path: fp32 weights, bf16 autocast, torch's fused Adam in one kernel
     "ours_autocast": ("ours_bf16_autocast", functools.partial(ours, precision="bf16-autocast")),
+    # fp16 with dynamic loss scaling, what `auto` picks on a V100 or T4 (7.x), against bf16
+    "ours_fp16": (
+        "ours_fp16",
+        lambda *run: (
+            "skipped: fp16 needs a CUDA GPU"
+            if run[3].type != "cuda"
+            else ours(*run, precision="fp16")
+        ),
+    ),  # fmt: skip
     # and ZeRO 2's flat fp32 buffers (one norm, one Adam over them) for the bf16 optimizer's
     # parameter-by-parameter tail (#46 item 1); it sums gradients in fp32 as ZeRO 1 does, but ran
     # slower on one GPU (docs/benchmarks.md, the fifth lend)
@@ -369,7 +386,11 @@ def main() -> None:
     add("--steps", type=int, default=20)
     add("--warmup", type=int, default=3)
     add("--pairs", type=int, default=20000)
-    add("--precision", choices=["bf16", "fp32"], help="train.precision (default: the trainer's)")
+    add(
+        "--precision",
+        choices=["bf16", "fp16", "fp32"],
+        help="train.precision (default: the trainer's)",
+    )
     add("--trainers", type=benchlib.comma_list(TRAINERS, "trainers"),
         default=["ours", "naive", "hf"], help=f"some of {', '.join(TRAINERS)}")  # fmt: skip
     add("--rounds", type=int, default=2, help="runs of each trainer; its fastest counts")

@@ -98,6 +98,9 @@ def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
     )
     assert row["ours"]["loss_kernel"] == "sliced" and row["ours"]["warmup_seconds"] > 0
     assert row["ours"]["precision"] == without_waits["precision"] == "bf16"
+    # base also in fp16 (what a V100 gets), on a GPU only; every run of ours says its loss
+    assert row["ours_fp16"] == "skipped: fp16 needs a CUDA GPU"
+    assert row["ours"]["loss_per_token"] > 0 and without_waits["loss_per_token"] > 0
     profile = (out / "train.prof.txt").read_text()  # where our training step's time goes
     assert profile.startswith("2+2 layers, d_model 128: 2 steps of 1000 target tokens, sorted by")
     assert "aten::" in profile

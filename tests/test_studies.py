@@ -5,6 +5,7 @@ its GPU-hours, and two presets' pairs in one Table 2 (a real run on toy-sized st
 from __future__ import annotations
 
 import json
+from importlib.metadata import version
 from pathlib import Path
 
 import pandas as pd
@@ -246,6 +247,8 @@ def test_the_run_record_says_what_was_left_out(tmp_path, monkeypatch):
         left_out={"wsj": said},
     )  # fmt: skip
     assert record["left_out"] == {"wsj": said}
+    software = record["software"]  # read from the packages' metadata, torch not imported
+    assert software["sacrebleu"] == version("sacrebleu") and software["torch"] == version("torch")
     assert "left_out" not in run_record(
         study="paper", configfiles=[], root=PROJECT, experiments={}, scores=[]
     )

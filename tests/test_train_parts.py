@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from aiayn.decode.translate import autocast
 from aiayn.errors import InputError
 from aiayn.model import Transformer
 from aiayn.model_config import TransformerConfig
@@ -24,6 +25,8 @@ from aiayn.train.engine import (
     LAUNCH_VARIABLES,
     deepspeed_engine,
     init_process,
+    precision_config,
+    resolve_precision,
     sum_over_processes,
 )
 from aiayn.train.loader import BatchStream
@@ -250,7 +253,7 @@ def test_the_step_fill_is_real_tokens_per_step_against_the_setting():
 def test_the_summary_reports_the_run_as_it_was_laid_out(tmp_path, steps):
     step, _ = steps
     settings = TrainSettings(max_steps=1)
-    shape = RunShape("quick", 0, 1, 1, 300, "fp32", "sliced", torch.device("cpu"))
+    shape = RunShape("quick", 0, 1, 1, 300, "fp32", "auto: no GPU", "sliced", torch.device("cpu"))
     state = {**new_state(), "step": 1, "epoch": 0, "seconds": 1.234}
     weights = [tmp_path / "weights" / "step00000001.safetensors"]
     summary = write_summary(
@@ -260,10 +263,31 @@ def test_the_summary_reports_the_run_as_it_was_laid_out(tmp_path, steps):
     assert written == summary
     assert summary["experiment"] == "quick" and summary["ended_by"] == "max_steps"
     assert summary["processes"] == 1 and summary["precision"] == "fp32"
+    assert summary["precision_reason"] == "auto: no GPU"
+    assert summary["device_tflops_bf16"] is None and summary["device_tflops_fp16"] is None
     assert summary["final_weights"] == str(weights[0]) and summary["dev_ppl"] == 2.0
     assert summary["gradient_dtypes"] == {"accumulation": "float32", "communication": "float32"}
     assert summary["ranks_agree"] is True
     assert np.isfinite(summary["device_tflops_fp32"])
+    software = summary["software"]  # what another machine must match to get these weights
+    assert software["torch"] == torch.__version__ and software["deepspeed"]
+    assert software["cuda"] is software["gpu"] is software["driver"] is None  # a CPU build
+
+
+def test_the_driver_version_is_read_from_what_linux_says_of_the_loaded_driver(
+    tmp_path, monkeypatch
+):
+    from aiayn import software
+
+    said = tmp_path / "version"
+    said.write_text(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build  "
+        "(dvs-builder@U16-I3-B03-4-3)  Tue Mar  5 22:15:33 UTC 2024\nGCC version:  gcc 12\n"
+    )
+    monkeypatch.setattr(software, "NVIDIA_DRIVER", said)
+    assert software.nvidia_driver() == "550.54.15"
+    monkeypatch.setattr(software, "NVIDIA_DRIVER", tmp_path / "absent")
+    assert software.nvidia_driver() is None
 
 
 def test_weights_say_which_run_and_which_bpe_model_they_were_trained_with(tmp_path, data):
@@ -341,3 +365,40 @@ def test_a_stopped_training_names_its_checkpoint_or_says_there_is_none():
     assert "stopped by a signal (exit -15): before any checkpoint was written" in none
     some = stopped_message("tiny", 143, "runs/tiny/checkpoints/step00000010", "logs/x.log")
     assert "its newest checkpoint is runs/tiny/checkpoints/step00000010; rerun" in some
+
+
+@pytest.mark.parametrize(
+    "capability, chosen",
+    [((9, 0), "bf16"), ((8, 0), "bf16"), ((7, 5), "fp16"), ((7, 0), "fp16"), ((6, 0), "fp32")],
+)
+def test_auto_precision_is_what_the_gpu_computes_on_tensor_cores(monkeypatch, capability, chosen):
+    """A V100 (7.0) or T4 (7.5) trains and decodes in fp16, not in emulated bf16 (which
+    torch.cuda.is_bf16_supported() would allow); the capability is faked, this CPU has no GPU."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla X")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+    gpu = torch.device("cuda", 0)
+    precision, why = resolve_precision("auto", gpu)
+    assert precision == chosen
+    assert why.startswith("auto: Tesla X, compute capability " + ".".join(map(str, capability)))
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
+    context = autocast(gpu)  # decoding follows the same rule
+    if chosen == "fp32":
+        assert not isinstance(context, torch.autocast)
+    else:
+        assert context.fast_dtype == dtypes[chosen]
+    assert resolve_precision("bf16", gpu) == ("bf16", "as set (train.precision: bf16)")
+
+
+def test_fp16_trains_with_dynamic_loss_scaling_on_a_gpu_and_is_refused_on_a_cpu():
+    config = precision_config("fp16")
+    assert config["fp16"]["enabled"] and config["fp16"]["loss_scale"] == 0  # 0: dynamic
+    assert not config["bf16"]["enabled"]
+    assert resolve_precision("auto", torch.device("cpu")) == (
+        "fp32",
+        "auto: no GPU (the cpu): fp32",
+    )
+    with pytest.raises(
+        InputError, match="fp16 needs a CUDA GPU.*set train.precision: auto or fp32"
+    ):
+        resolve_precision("fp16", torch.device("cpu"))

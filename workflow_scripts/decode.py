@@ -9,6 +9,7 @@ from aiayn.decode.settings import DecodeSettings
 from aiayn.decode.translate import check_vocabulary, detokenized, load_model, pick_device, translate
 from aiayn.logs import run_stage, save_record
 from aiayn.parsing.constrained import search_constraint
+from aiayn.precision import native_precision
 from aiayn.prepare.binarize import IndexedDataset
 from aiayn.prepare.pieces import load as load_subword
 from aiayn.textio import read_lines, write_lines
@@ -64,6 +65,7 @@ def main():
             "averaged_from": payload.get("averaged_from"),
             "settings": snakemake.params.settings,
             "device": str(device),
+            "precision": native_precision(device)[1],  # what the matrix products ran in
             "mean_score": sum(h.score for h in hypotheses) / len(hypotheses),
             **timing,
         },

@@ -29,6 +29,7 @@ from aiayn.errors import InputError
 from aiayn.logs import progress
 from aiayn.model import Transformer
 from aiayn.model_config import TransformerConfig
+from aiayn.precision import half_dtype, native_precision
 from aiayn.prepare.pieces import load as load_subword
 from aiayn.train.checkpoint import check_origin, load_weights
 
@@ -144,10 +145,12 @@ def cut_to_limit(sentences: list[np.ndarray], limit: int, desc: str, constrained
 
 
 def autocast(device: torch.device):
-    """bf16 matrix products on GPUs that have them; fp32 elsewhere."""
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+    """Matrix products in what the GPU computes natively (training's rule, aiayn.precision):
+    bf16 from compute capability 8.0, fp16 on 7.x; fp32 on older GPUs and CPUs."""
+    precision, _ = native_precision(device)
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast("cuda", dtype=half_dtype(precision))
 
 
 def translate(

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from aiayn.config import paths
+from aiayn.software import package_versions
 from aiayn.textio import atomic_output
 
 INVOCATION = "AIAYN_INVOCATION"  # the main snakemake process's command and start, for its jobs
@@ -74,6 +75,7 @@ def experiment_record(summary_path: str, decode: dict) -> dict:
         "processes": summary.get("processes"),
         "device": summary.get("device_name") or summary.get("device"),
         "precision": summary.get("precision"),
+        "software": summary.get("software"),  # what it trained on: torch, CUDA, driver, ...
         "real_tokens_per_step": summary.get("real_tokens_per_step"),
         "dev_ppl": round(summary["dev_ppl"], 3) if summary.get("dev_ppl") else None,
         "model": spec.get("model"),
@@ -134,12 +136,16 @@ def run_record(
     return {
         "study": study,
         "command": command_line(argv),
-        "configfiles": [os.path.relpath(f, root) for f in configfiles],
+        # as the command named them: relative to the working directory (where results/ is),
+        # which is the checkout unless a deploying workflow runs this one as a module
+        "configfiles": [os.path.relpath(f) for f in configfiles],
         "config_overrides": dict(config_overrides or {}),
         **commit_of(root),
         "finished": now.isoformat(timespec="seconds"),
         "invocation_seconds": round(now.timestamp() - started, 1),
         "host": {"machine": platform.machine(), "cpus": os.cpu_count()},
+        # this process's (the scores', the tables'); each experiment's own under it
+        "software": package_versions(),
         "experiments": {
             name: experiment_record(summary, decode)
             for name, (summary, decode) in experiments.items()

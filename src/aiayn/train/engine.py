@@ -16,6 +16,7 @@ import torch
 
 from aiayn.errors import InputError
 from aiayn.model import Transformer
+from aiayn.precision import native_precision
 from aiayn.train.flat_gradients import flatten_bf16_gradients
 from aiayn.train.schedule import lr_lambda
 from aiayn.train.settings import TrainSettings
@@ -131,22 +132,50 @@ def clear_stale_build_locks() -> None:
             pass
 
 
-PRECISIONS = ("auto", "bf16", "bf16-autocast", "fp32")
+PRECISIONS = ("auto", "bf16", "bf16-autocast", "fp16", "fp32")
 
 
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """bf16, bf16-autocast or fp32: auto is bf16 where the device has it (a CUDA GPU).
+def resolve_precision(precision: str, device: torch.device) -> tuple[str, str]:
+    """bf16, bf16-autocast, fp16 or fp32, and why: auto is what the device computes natively
+    (aiayn.precision: bf16 from compute capability 8.0, fp16 on 7.x, else fp32).
 
     bf16: DeepSpeed's bf16 weights with an fp32 master copy in ZeRO's partitions (its
     BF16_Optimizer). bf16-autocast: fp32 weights and gradients, bf16 matrix products under
-    torch.autocast, and torch's fused Adam over all parameters in one kernel."""
+    torch.autocast, and torch's fused Adam over all parameters in one kernel. fp16: DeepSpeed's
+    fp16 weights, fp32 master weights and dynamic loss scaling (NVIDIA's reference recipe)."""
     if precision not in PRECISIONS:
         raise InputError(
             f"train.precision must be one of {', '.join(PRECISIONS)}, not {precision!r}"
         )
     if precision == "auto":
-        return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
-    return precision
+        chosen, why = native_precision(device)
+        return chosen, f"auto: {why}"
+    if precision == "fp16" and device.type != "cuda":
+        raise InputError(
+            f"train.precision fp16 needs a CUDA GPU (this process has the {device.type}, where "
+            "DeepSpeed has no fp16): set train.precision: auto or fp32"
+        )
+    native, why = native_precision(device)
+    if precision.startswith("bf16") and native != "bf16" and device.type == "cuda":
+        log.warning(
+            "train.precision %s on %s: bf16 is emulated there, without tensor cores; auto "
+            "would choose %s",
+            precision,
+            why,
+            native,
+        )
+    return precision, f"as set (train.precision: {precision})"
+
+
+# DeepSpeed's dynamic loss scale for fp16: start at 2^16, halve at an overflow (the step is
+# skipped), double after 1000 steps without one; fairseq's and NVIDIA's defaults alike.
+FP16_LOSS_SCALE = {
+    "loss_scale": 0,  # dynamic
+    "initial_scale_power": 16,
+    "loss_scale_window": 1000,
+    "hysteresis": 2,
+    "min_loss_scale": 1,
+}
 
 
 def precision_config(precision: str) -> dict:
@@ -155,6 +184,8 @@ def precision_config(precision: str) -> dict:
         # Gradients are summed in fp32, over accumulated batches and over processes (DeepSpeed
         # would otherwise sum both in bf16, rounding each addition to 8 bits of mantissa).
         return {"bf16": {"enabled": True}, "data_types": {"grad_accum_dtype": "fp32"}}
+    if precision == "fp16":
+        return {"bf16": {"enabled": False}, "fp16": {"enabled": True, **FP16_LOSS_SCALE}}
     if precision == "bf16-autocast":
         # No module's gradients are marked for bf16 communication: they stay fp32 everywhere.
         return {

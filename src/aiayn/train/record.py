@@ -17,6 +17,8 @@ import torch
 
 from aiayn.config import paths
 from aiayn.flops import RATE_METHOD, device_name, sustained_tflops
+from aiayn.precision import half_dtype
+from aiayn.software import software_versions
 from aiayn.textio import atomic_output
 from aiayn.train.engine import compiled_graphs, ranks_agree
 from aiayn.train.sync_free import DeviceSchedule
@@ -124,6 +126,7 @@ class RunShape:
     accumulation: int
     real_tokens_per_batch: int  # each batch's share of the step
     precision: str
+    precision_reason: str  # what train.precision asked, and for auto what the device has
     loss_kernel: str
     device: torch.device
 
@@ -133,7 +136,7 @@ def write_summary(
 ) -> dict:
     """train.json: what the run did, on what, at what cost, and its last dev loss; `weights`
     are the files to average, the last one the final weights."""
-    device, bf16 = shape.device, shape.precision != "fp32"
+    device, half = shape.device, half_dtype(shape.precision)
     summary = {
         "experiment": shape.experiment,
         "steps": state["step"],
@@ -150,6 +153,7 @@ def write_summary(
         "real_tokens_per_batch": shape.real_tokens_per_batch,
         "padded_tokens_per_batch": settings.tokens_per_batch,  # the memory limit
         "precision": shape.precision,
+        "precision_reason": shape.precision_reason,
         "loss_kernel": shape.loss_kernel,
         "gradient_dtypes": gradient_dtypes(engine),
         "sync_free": sync_free_mode(settings, engine),
@@ -158,8 +162,10 @@ def write_summary(
         "device_name": device_name(device),
         # Table 2: the paper's way costs with fp32 (TF32 off); bf16 beside it, labelled.
         "device_tflops_fp32": sustained_tflops(device, torch.float32),
-        "device_tflops_bf16": sustained_tflops(device, torch.bfloat16) if bf16 else None,
+        "device_tflops_bf16": sustained_tflops(device, half) if half == torch.bfloat16 else None,
+        "device_tflops_fp16": sustained_tflops(device, half) if half == torch.float16 else None,
         "device_tflops_method": RATE_METHOD,
+        "software": software_versions(device),  # what another machine must match (docs/results.md)
         "train_flops": state["train_flops"],
         "ranks_agree": ranks_agree(engine.module, shape.processes, device),
         "final_weights": str(weights[-1]) if weights else None,

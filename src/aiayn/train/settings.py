@@ -33,7 +33,7 @@ class TrainSettings:
     seed: int = DEFAULTS["seed"]
     precision: str = DEFAULTS[
         "precision"
-    ]  # auto (bf16 where the device has it), bf16, bf16-autocast, fp32
+    ]  # auto (aiayn.precision), bf16, bf16-autocast, fp16, fp32
     zero_stage: int = DEFAULTS["zero_stage"]
     flat_gradients: bool = DEFAULTS["flat_gradients"]  # bf16, ZeRO 1 (aiayn.train.flat_gradients)
     sync_free: bool = DEFAULTS["sync_free"]  # read the step back at log time (train.sync_free)

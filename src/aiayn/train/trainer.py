@@ -35,6 +35,7 @@ from aiayn.config import paths
 from aiayn.errors import InputError
 from aiayn.logs import progress, setup_logging
 from aiayn.model import Transformer
+from aiayn.precision import half_dtype
 from aiayn.train.batches import TrainingBatches
 from aiayn.train.batching import step_plan
 from aiayn.train.engine import (
@@ -74,8 +75,9 @@ class Trainer:
     def __init__(self, experiment: Experiment, build_model=Transformer):
         self.exp, self.settings, self.build_model = experiment, experiment.train, build_model
         self.rank, self.world, self.device = init_process()
-        self.precision = resolve_precision(self.settings.precision, self.device)
-        self.bf16 = self.precision != "fp32"  # matrix products in bf16
+        self.precision, self.precision_reason = resolve_precision(
+            self.settings.precision, self.device
+        )
         if self.precision == "bf16" and self.settings.zero_stage == 0:
             raise InputError(
                 "train.precision bf16 needs train.zero_stage >= 1 (its fp32 weights live in "
@@ -125,7 +127,7 @@ class Trainer:
             resolve_loss_kernel(
                 self.settings.loss_kernel,
                 self.device,
-                torch.bfloat16 if self.bf16 else torch.float32,  # the logits'
+                half_dtype(self.precision),  # the logits'
             ),
         )
         self.dev_monitor = None  # a parser's dev parses: dev F1 at each dev evaluation, rank 0
@@ -220,6 +222,7 @@ class Trainer:
             self.accumulation,
             self.batch_tokens,
             self.precision,
+            self.precision_reason,
             self.steps.loss_kernel,
             self.device,
         )
