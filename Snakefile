@@ -14,21 +14,37 @@ from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
-# config.yaml, or the --configfile files added up into one study, then --config: checked,
-# validated (every default filled in), optional datasets without data left out, every
-# experiment resolved (aiayn.config.load, which `aiayn config` runs too). A bad config ends
-# here with its message alone.
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+# This checkout: the Snakefile's own folder, also where a deploying workflow uses it as a
+# Snakemake module (there workflow.basedir is the deploying workflow's folder). It is a local
+# clone: the rules hash the package's source files for their rerun triggers.
+CHECKOUT = Path(workflow.current_basedir.get_path_or_uri(secret_free=True))
+sys.path.insert(0, str(CHECKOUT / "src"))
 from aiayn.config.load import plain_errors, prepared_config
+from aiayn.config.study import Passed
 
+# The study: config.yaml (in the working directory; deployed as a module without a config,
+# this checkout's), or the --configfile files added up, then --config; deployed with a config
+# (`module aiayn: config: config`), that config, its includes found beside the file it came
+# from or else in this checkout (the presets, configs/). Checked, validated (every default
+# filled in), optional datasets without data left out, every experiment resolved
+# (aiayn.config.load, which `aiayn config` runs too). A bad config ends here with its message.
+deployed = workflow.modifier.is_module
+passed = None
+if deployed and workflow.modifier.skip_configfile:
+    origin = Path(workflow.configfiles[0] if workflow.configfiles else "config.yaml")
+    passed = Passed(config, origin, CHECKOUT)
 with plain_errors():
     study_config, absent = prepared_config(
-        Path("config.yaml"),  # in the working directory, as `configfile:` would read it
+        CHECKOUT / "config.yaml" if deployed else Path("config.yaml"),
         workflow.config_settings.configfiles,
         workflow.config_settings.config,
+        passed,
     )
-config.clear()
-config.update(study_config)
+if deployed:
+    config = study_config  # the deploying workflow's own config stays as it was passed
+else:
+    config.clear()
+    config.update(study_config)
 # As prepared_config did (its defaults are in): the schema a reader of the workflow looks for.
 validate(config, "schemas/config.schema.yaml")
 for message in absent.values():  # recorded in results/<study>/run.json too

@@ -12,8 +12,8 @@ import re
 import sys
 from pathlib import Path
 
-SRC_DIR = Path(workflow.basedir) / "src" / "aiayn"
-SCRIPTS_DIR = Path(workflow.basedir) / "workflow_scripts"
+SRC_DIR = CHECKOUT / "src" / "aiayn"  # CHECKOUT: the Snakefile's folder
+SCRIPTS_DIR = CHECKOUT / "workflow_scripts"
 # The Snakefile itself imports the package from this checkout, installed or not.
 sys.path.insert(0, str(SRC_DIR.parent))
 
@@ -348,8 +348,10 @@ def record_study_run(output, log):
     record = write_run_record(
         output,
         study=plan.study,
-        configfiles=[str(f) for f in workflow.config_settings.configfiles],
-        root=Path(workflow.basedir),
+        configfiles=[
+            str(f) for f in workflow.configfiles
+        ],  # a deploying workflow's too
+        root=CHECKOUT,
         experiments={
             name: (paths.train_summary(name), plan.runs.decode_settings(name))
             for name in plan.runs.names()
@@ -358,7 +360,7 @@ def record_study_run(output, log):
         seed_scores=plan.outputs.seed_score_files(),
         left_out=absent,  # optional datasets without data (the Snakefile's)
         config_overrides=dict(workflow.config_settings.config),  # --config
-        versions=study_versions(plan, Path(workflow.basedir)),
+        versions=study_versions(plan, CHECKOUT),
     )
     Path(log).write_text(
         f"{output}: {len(record['experiments'])} experiments, {len(record['scores'])} "

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 import re
+import subprocess
+import sys
 import tomllib
 
 import pytest
@@ -280,12 +283,26 @@ def test_an_experiment_naming_an_unknown_dataset_is_named(project_copy):
     assert "(defined: ['toy'])" in said and "KeyError" not in said
 
 
-def test_conda_environment_pins_match_pyproject():
+def test_conda_environment_pins_match_pyproject_and_install_the_checkout(tmp_path):
+    """The pins are pyproject's; the package itself comes from $AIAYN_CHECKOUT, which the
+    Snakefile sets and pip expands in the requirements file conda writes (checked with pip:
+    conda is not installable here)."""
     pyproject = tomllib.loads((PROJECT / "pyproject.toml").read_text())
     env = yaml.safe_load((PROJECT / "rules" / "envs" / "aiayn.yaml").read_text())
-    pip = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict))
-    assert pip == pyproject["project"]["dependencies"]
-    assert all("==" in requirement for requirement in pip)
+    *pins, package = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict))
+    assert pins == pyproject["project"]["dependencies"]
+    assert all("==" in requirement for requirement in pins)
+    assert package == "-e ${AIAYN_CHECKOUT}"
+    requirements = tmp_path / "condaenv.requirements.txt"
+    requirements.write_text(package + "\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "-r", requirements],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "AIAYN_CHECKOUT": str(PROJECT)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Would install aiayn-" in result.stdout
 
 
 def merged(*names):

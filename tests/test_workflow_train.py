@@ -20,6 +20,7 @@ import yaml
 
 from aiayn.train.checkpoint import load_weights
 from tests.conftest import (
+    PROJECT,
     copy_built,
     copy_project,
     edit_config,
@@ -309,6 +310,49 @@ def test_an_unknown_dev_split_is_a_clear_error(project_copy):
         "dev_split 'valid' is not an evaluation split of dataset 'toy'"
         in result.stdout + result.stderr
     )
+
+
+DEPLOYING_SNAKEFILE = """configfile: "config/config.yaml"
+
+
+module aiayn:
+    snakefile:
+        "{snakefile}"
+{config}
+
+use rule * from aiayn
+"""
+
+
+def test_deployed_as_a_snakemake_module_the_passed_config_runs_to_its_tables(tmp_path):
+    """snakedeploy's layout: a folder with only workflow/Snakefile, which uses this checkout as
+    a module, and config/config.yaml, passed to it. That config is the study (the checkout's
+    config.yaml is not read), its include found among the checkout's presets; without a config
+    passed, the checkout's own config.yaml is the study."""
+    deploy = tmp_path / "deploy"
+    (deploy / "workflow").mkdir(parents=True)
+    (deploy / "config").mkdir()
+    snakefile = deploy / "workflow" / "Snakefile"
+    passing = "    config:\n        config\n"
+    snakefile.write_text(
+        DEPLOYING_SNAKEFILE.format(snakefile=PROJECT / "Snakefile", config=passing)
+    )
+    config = {"study": "deployed", "include": ["configs/data/toy.yaml"], "prepare": ["toy"]}
+    (deploy / "config" / "config.yaml").write_text(yaml.safe_dump(config))
+    quick_experiment(deploy / "config")
+    planned = run_snakemake(deploy, "-n").stdout
+    assert "runs/quick/train.json" in planned and "runs/tiny/" not in planned
+    run_snakemake(deploy)
+    study = deploy / "results" / "deployed"
+    assert {"params.md", "table2.md", "table3.md"} <= {p.name for p in (study / "tables").iterdir()}
+    assert "quick" in (study / "tables" / "table2.md").read_text()
+    record = json.loads((study / "run.json").read_text())
+    assert record["configfiles"] == ["config/config.yaml"] and record["commit"]
+    assert not (PROJECT / "results" / "deployed").exists()
+
+    snakefile.write_text(DEPLOYING_SNAKEFILE.format(snakefile=PROJECT / "Snakefile", config=""))
+    planned = run_snakemake(deploy, "-n").stdout
+    assert "runs/tiny/train.json" in planned and "results/toy/run.json" in planned
 
 
 def train_in_background(root: Path) -> subprocess.Popen:

@@ -16,6 +16,7 @@ from pathlib import Path
 from aiayn.config.check import check_config
 from aiayn.config.schema import SCHEMA, SCHEMA_FILE, schema
 from aiayn.config.study import (
+    Passed,
     absent_optional_datasets,
     check_not_emptied,
     compose_config,
@@ -36,11 +37,11 @@ def load_config(root: Path, configfiles: list[Path] = (), overrides: dict | None
 
 
 def prepared_config(
-    default: Path, configfiles=(), overrides: dict | None = None
+    default: Path, configfiles=(), overrides: dict | None = None, passed: Passed | None = None
 ) -> tuple[dict, dict[str, str]]:
     """The study's config, and the optional datasets left out (name -> the line that says how
-    to add it)."""
-    config = compose_config(default, configfiles, overrides)
+    to add it). `passed`: the config a deploying workflow handed this one as a module."""
+    config = compose_config(default, configfiles, overrides, passed)
     check_config(config, schema())
     validate(config)
     absent = absent_optional_datasets(config)

@@ -41,13 +41,35 @@ class Layer:
     study: str | None = None
 
 
+@dataclass(frozen=True)
+class Passed:
+    """The config a deploying workflow passes to this one as a Snakemake module (`module aiayn:
+    config: config`): its settings, the file they were read from (its `include:` paths are
+    relative to it, its stem names a study without `study:`), and this workflow's folder, where
+    an include not found beside that file is looked for (the presets, configs/...)."""
+
+    settings: Mapping
+    origin: Path
+    workflow_dir: Path
+
+
 def compose_config(
-    default: Path, configfiles: Sequence[Path] = (), overrides: Mapping | None = None
+    default: Path,
+    configfiles: Sequence[Path] = (),
+    overrides: Mapping | None = None,
+    passed: Passed | None = None,
 ) -> dict:
-    """The study's config (not yet validated): `default` alone, or the config files added up,
-    then `overrides` (Snakemake's --config) on top."""
-    files = [Path(f) for f in configfiles] or [Path(default)]
-    layers = [read_layer(path, ()) for path in files]
+    """The study's config (not yet validated): the config a deploying workflow passed, or else
+    `default` alone or the config files added up; then `overrides` (Snakemake's --config) on
+    top."""
+    if passed is not None:
+        where = f"the config passed to the module (read from {passed.origin})"
+        settings = checked_settings(copy.deepcopy(dict(passed.settings)), where)
+        files = [passed.origin]
+        layers = [layer_of(settings, passed.origin, (), passed.workflow_dir)]
+    else:
+        files = [Path(f) for f in configfiles] or [Path(default)]
+        layers = [read_layer(path, ()) for path in files]
     config = side_by_side(layers).config
     studies = [
         study_name(layer.study, path) or path.stem
@@ -99,18 +121,28 @@ def typed_scalars(value):
     return float(value) if NUMBER.fullmatch(value) else value  # 1e-3, which YAML 1.1 leaves
 
 
-def read_layer(path: Path, including: tuple[Path, ...]) -> Layer:
+def read_layer(path: Path, including: tuple[Path, ...], workflow_dir: Path | None = None) -> Layer:
     """One file with everything it includes, its own entries refining the included ones."""
     resolved = path.resolve()
     if resolved in including:
         chain = " -> ".join(str(p) for p in (*including, resolved))
         raise InputError(f"config files include each other in a circle: {chain}")
-    own = load_file(path)
+    return layer_of(load_file(path), path, including, workflow_dir)
+
+
+def layer_of(
+    own: dict, path: Path, including: tuple[Path, ...], workflow_dir: Path | None
+) -> Layer:
+    """The settings `own` read from `path`, on top of what they include."""
     includes = own.pop("include", [])
     if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
         raise InputError(f"{path}: `include` must be a list of config file paths")
+    chain = (*including, path.resolve())
     included = side_by_side(
-        [read_layer(path.parent / name, (*including, resolved)) for name in includes]
+        [
+            read_layer(include_path(path, name, workflow_dir), chain, workflow_dir)
+            for name in includes
+        ]
     )
     layer = Layer(included.config, dict(included.origins), own.pop("study", None))
     for section in NAMED_SECTIONS:
@@ -150,6 +182,15 @@ def side_by_side(layers: list[Layer]) -> Layer:
     return total
 
 
+def include_path(including_file: Path, name: str, workflow_dir: Path | None) -> Path:
+    """An include's path, relative to the file that names it; a deploying workflow's config
+    may also name this workflow's presets (`configs/wmt14_en_de.yaml`), found in its folder."""
+    beside = including_file.parent / name
+    if beside.exists() or workflow_dir is None or not (workflow_dir / name).is_file():
+        return beside
+    return workflow_dir / name
+
+
 def load_file(path: Path) -> dict:
     if not path.is_file():
         raise InputError(f"config file {path} does not exist")
@@ -164,7 +205,12 @@ def load_file(path: Path) -> dict:
         ) from None
     if not isinstance(data, dict):
         raise InputError(f"config file {path} must hold a mapping of settings")
-    check_size(data, str(path))
+    return checked_settings(data, str(path))
+
+
+def checked_settings(data: dict, path: str) -> dict:
+    """What must hold of one file's settings before files are added up."""
+    check_size(data, path)
     prepare = data.get("prepare")
     if prepare is not None and not (
         isinstance(prepare, list) and all(isinstance(name, str) for name in prepare)

@@ -6,16 +6,20 @@ import ast
 import os
 from pathlib import Path
 
+CHECKOUT_VARIABLE = "AIAYN_CHECKOUT"
+
 
 def use_this_checkout(src_dir: str | os.PathLike) -> None:
     """Make jobs import `aiayn` from this checkout's src/, whatever else is installed.
 
-    Then the code that runs is the code whose hash drives the rerun triggers, also inside conda
-    environments and cluster jobs.
+    Then the code that runs is the code whose hash drives the rerun triggers, also in cluster
+    jobs. Snakemake clears PYTHONPATH in conda jobs (`--sdm conda`): there the environment has
+    the checkout installed in editable mode, from $AIAYN_CHECKOUT (rules/envs/aiayn.yaml).
     """
     src_dir = str(Path(src_dir).resolve())
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != src_dir]
     os.environ["PYTHONPATH"] = os.pathsep.join([src_dir, *paths])
+    os.environ[CHECKOUT_VARIABLE] = str(Path(src_dir).parent)
 
 
 def package_modules(entry: str | os.PathLike, src_dir: str | os.PathLike) -> list[Path]:
