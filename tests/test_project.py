@@ -399,6 +399,15 @@ def test_the_decoding_page_quotes_the_committed_tables():
                 assert shows(cell, full[column]), f"{name} {row[key]} {column}: {cell!r}"
 
 
+def test_the_code_is_licensed_and_says_so():
+    """MIT: the LICENSE file, the installed package's metadata (what pip shows), the README."""
+    from importlib.metadata import metadata
+
+    assert (PROJECT / "LICENSE").read_text().startswith("MIT License\n")
+    assert metadata("aiayn")["License-Expression"] == "MIT"
+    assert "[MIT](LICENSE)" in (PROJECT / "README.md").read_text()
+
+
 def test_ci_runs_exactly_the_readme_install_and_test_commands():
     readme = (PROJECT / "README.md").read_text()
     quick_start = readme.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
