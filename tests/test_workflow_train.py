@@ -185,6 +185,41 @@ def test_aiayn_translate_gives_the_decode_rules_translations(default_run):
     assert "translate: 100%" in result.stderr  # the progress bar, on stderr
 
 
+def test_aiayn_export_gives_stock_ctranslate2_and_transformers_our_greedy_translations(
+    default_run, tmp_path
+):
+    """The trained `tiny` exported both ways, loaded by each toolkit's own classes, translates
+    100 dev lines greedily as `aiayn translate --beam 1` does (the issue's bar: 98 of 100; a
+    line can differ where ours stops at its per-sentence length limit)."""
+    ctranslate2 = pytest.importorskip("ctranslate2", reason="pip install -e '.[export]'")
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    lines = (default_run / "data/toy/clean/dev.en-de.en").read_text().splitlines()[:100]
+    ours = aiayn(default_run, "translate", "-e", "tiny", "--beam", "1", stdin="\n".join(lines))
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    for fmt in ("ct2", "hf"):
+        made = aiayn(default_run, "export", "-e", "tiny", "--format", fmt, "--output",
+                     str(tmp_path / fmt))  # fmt: skip
+        assert made.returncode == 0, made.stderr[-3000:]
+    import sentencepiece
+
+    cut = sentencepiece.SentencePieceProcessor(model_file=str(tmp_path / "ct2/sentencepiece.model"))
+    translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu")
+    pieces = [cut.encode(line, out_type=str) for line in lines]
+    found = translator.translate_batch(pieces, beam_size=1, max_decoding_length=256,
+                                       suppress_sequences=[["<pad>"], ["<s>"]])  # fmt: skip
+    ct2_lines = [cut.decode(result.hypotheses[0]) for result in found]
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "hf")
+    marian = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "hf").eval()
+    batch = tokenizer(lines, return_tensors="pt", padding=True)
+    generated = marian.generate(**batch, num_beams=1, do_sample=False, max_new_tokens=256)
+    hf_lines = tokenizer.batch_decode(generated, skip_special_tokens=True)
+    expected = ours.stdout.splitlines()
+    for name, theirs in (("ct2", ct2_lines), ("hf", hf_lines)):
+        differ = [(a, b) for a, b in zip(theirs, expected, strict=True) if a != b]
+        assert len(differ) <= 2, (name, len(differ), differ[:3])
+
+
 def test_aiayn_translate_reads_stdin_keeps_empty_lines_and_takes_overrides(default_run):
     source = (default_run / "data/toy/clean/test.en-de.en").read_text().splitlines()[:2]
     output = default_run / "translated.de"
@@ -349,6 +384,14 @@ def test_deployed_as_a_snakemake_module_the_passed_config_runs_to_its_tables(tmp
     record = json.loads((study / "run.json").read_text())
     assert record["configfiles"] == ["config/config.yaml"] and record["commit"]
     assert not (PROJECT / "results" / "deployed").exists()
+    # The same config gives the command line the study the module ran (includes found alike)
+    translated = aiayn(
+        deploy, "translate", "--configfile", "config/config.yaml", "--experiment", "quick",
+        "--input", "data/toy/clean/test.en-de.en",
+    )  # fmt: skip
+    assert translated.returncode == 0, translated.stderr[-3000:]
+    decoded = (deploy / "runs/quick/decode/averaged/test.hyp").read_text().splitlines()
+    assert translated.stdout.splitlines() == decoded
 
     snakefile.write_text(DEPLOYING_SNAKEFILE.format(snakefile=PROJECT / "Snakefile", config=""))
     planned = run_snakemake(deploy, "-n").stdout

@@ -6,6 +6,8 @@
     aiayn config [--configfile F ...] [--workdir D]
     aiayn results [--workdir D]
     aiayn lengths --experiment NAME [--configfile F ...] [--split S] [--alpha A] [--output F]
+    aiayn export --experiment NAME --format ct2|hf --output DIR [--quantization Q]
+                 [--configfile F ...]
 
 `translate` is like fairseq-interactive or marian-decoder, but the model, the BPE and the
 decoding settings are found from the experiment's name, as the workflow's decode rule finds
@@ -13,7 +15,8 @@ them. `config` validates config.yaml and the config files on top as the Snakefil
 prints the result with every default filled in: what the workflow will run with. `results` says,
 for every study committed under results/, whether this checkout's code and configs would rewrite
 it, and from which stage on (exit 1 if any would be). `lengths` says whether short
-translations are the search's fault or the model's (aiayn.decode.lengths).
+translations are the search's fault or the model's (aiayn.decode.lengths). `export` writes the
+averaged model for CTranslate2 or Hugging Face transformers (aiayn.export).
 """
 
 from __future__ import annotations
@@ -91,6 +94,22 @@ def parser() -> argparse.ArgumentParser:
     lengths.add_argument("--alphas", type=float, nargs="+", help="the sweep's (0.6 to 2.0)")
     lengths.add_argument("--threads", type=int, help="torch's CPU threads (default: torch's)")
     lengths.add_argument("--output", "-o", type=Path, help="where to write (default: stdout)")
+    export = commands.add_parser(
+        "export",
+        help="write an experiment's averaged model for CTranslate2 or transformers",
+        description="Convert the experiment's averaged model through CTranslate2's converter "
+        "API (--format ct2) or into a stock MarianMTModel (--format hf), with its "
+        "sentencepiece model and aiayn_export.json (the decode settings, and what the other "
+        "engine does differently). The folder is written whole or not at all.",
+    )
+    export.add_argument("--experiment", "-e", required=True, help="an experiment's name")
+    add_config_arguments(export)
+    export.add_argument("--format", required=True, choices=("ct2", "hf"), help="which toolkit")
+    export.add_argument("--output", "-o", required=True, type=Path, help="the folder to write")
+    export.add_argument(
+        "--quantization",
+        help="CTranslate2's weight type: int8, int8_float32, int8_float16, int16, float16, ...",
+    )
     return cli
 
 
@@ -110,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     try:
         commands = {"config": run_config, "results": run_results, "translate": run_translate,
-                    "lengths": run_lengths}  # fmt: skip
+                    "lengths": run_lengths, "export": run_export}  # fmt: skip
         return commands[args.command](args)
     except InputError as err:
         log.error("%s", err)
@@ -329,6 +348,16 @@ def read_input(path: Path | None) -> list[str]:
     if lines[-1] == "":  # the final newline ends the last line; it does not start another
         lines.pop()
     return [line.removesuffix("\r") for line in lines]
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from aiayn.export.bundle import export
+
+    found = locate(args)
+    record = export(found.model, found.subword, found.settings, args.output, args.format,
+                    args.quantization, found.entry["name"])  # fmt: skip
+    log.info("%s: %s model of %s (step %s)", args.output, args.format, found.model, record["step"])
+    return 0
 
 
 def check_input(path: Path | None) -> None:

@@ -1,0 +1,119 @@
+"""`aiayn export`: a trained model as a folder another toolkit loads, written whole or not at all.
+
+The folder holds the converted model (ct2.py, hf.py), the sentencepiece model that cuts its
+input, and aiayn_export.json: where it came from and how to decode as the workflow did (beam,
+alpha, the length limit, the tokens never emitted) and what the other engines do differently
+(their beam search ends a hypothesis at its EOS as fairseq's rule does; the paper's, t2t, is
+ours only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+from aiayn.errors import InputError
+from aiayn.textio import current_umask
+from aiayn.vocab import BOS_ID, PAD_ID
+
+FORMATS = ("ct2", "hf")
+RECORD = "aiayn_export.json"
+SUBWORD = "sentencepiece.model"
+ENGINE_RULE = (
+    "CTranslate2 and transformers end a beam hypothesis at its EOS, as decode.finalize: "
+    "fairseq does; the paper's rule (t2t), which the workflow may have scored with, is ours only"
+)
+
+
+def export(
+    weights: Path,
+    subword: Path,
+    settings,
+    output: Path,
+    fmt: str,
+    quantization: str | None = None,
+    experiment: str | None = None,
+) -> dict:
+    """Write the model of `weights` (with its BPE model `subword`) into `output` as `fmt`."""
+    from aiayn.decode.translate import check_vocabulary, load_model
+    from aiayn.export import ct2, hf
+    from aiayn.prepare.pieces import load as load_subword
+
+    if fmt not in FORMATS:
+        raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if quantization and fmt != "ct2":
+        raise InputError("--quantization is CTranslate2's (--format ct2)")
+    check_destination(output)
+    processor = load_subword(subword)
+    model, payload = load_model(weights, torch_cpu(), experiment, subword)
+    check_vocabulary(processor, model, subword, weights)
+    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+    record = {
+        "format": fmt,
+        "experiment": experiment,
+        "weights": str(weights),
+        "step": payload.get("step"),
+        "averaged_from": payload.get("averaged_from"),
+        "quantization": quantization,
+        "subword": SUBWORD,
+        "decode": {
+            **asdict(settings),
+            "source_ends_with": "</s>",
+            "start": pieces[BOS_ID],
+            "never_emitted": [pieces[PAD_ID], pieces[BOS_ID]],
+            "max_length": f"source length + {settings.max_length_offset}",
+        },  # fmt: skip
+        "engine_rule": ENGINE_RULE,
+    }
+    with staged_folder(output) as folder:
+        if fmt == "ct2":
+            ct2.write(model, pieces, folder, quantization)
+        else:
+            hf.write(model, pieces, subword, folder)
+        shutil.copyfile(subword, folder / SUBWORD)
+        (folder / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return record
+
+
+def torch_cpu():
+    import torch
+
+    return torch.device("cpu")
+
+
+def check_destination(output: Path) -> None:
+    """An export replaces an earlier export only: never a file, nor a folder of other things."""
+    if output.is_file() or (output.exists() and not output.is_dir()):
+        raise InputError(f"--output {output} is a file: give a folder to write the model into")
+    if output.is_dir() and any(output.iterdir()) and not (output / RECORD).is_file():
+        raise InputError(
+            f"--output {output} holds files that are not an earlier export (no {RECORD}): "
+            "give a new or empty folder"
+        )
+
+
+@contextlib.contextmanager
+def staged_folder(output: Path):
+    """A temporary folder beside `output`, renamed into place only when all of it is written;
+    an earlier export there is replaced then. Its mode follows the umask."""
+    output = Path(os.path.realpath(output)) if output.is_symlink() else output
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    try:
+        yield staged
+        os.chmod(staged, 0o777 & ~current_umask())
+        if output.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{output.name}.old.", dir=output.parent))
+            os.replace(output, old / output.name)
+            os.replace(staged, output)
+            shutil.rmtree(old)
+        else:
+            os.replace(staged, output)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise

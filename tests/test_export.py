@@ -1,0 +1,149 @@
+"""aiayn export: our model in stock CTranslate2 and stock transformers scores what ours scores.
+
+Unit level, on small random models (a trained toy model's outputs are compared in
+tests/test_workflow_train.py): teacher-forced log-probabilities through each toolkit's own
+loading path, the models they cannot hold refused with the reason, and the export folder
+written whole or not at all."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from aiayn.data.toy import generate
+from aiayn.decode.settings import DecodeSettings
+from aiayn.errors import InputError
+from aiayn.export import bundle, ct2, hf
+from aiayn.model import Transformer
+from aiayn.model_config import TransformerConfig
+from aiayn.prepare.pieces import load as load_subword
+from aiayn.prepare.subword import SubwordSettings, train_bpe
+from aiayn.train.checkpoint import file_sha256, save_weights
+from aiayn.vocab import BOS_ID, EOS_ID
+
+ctranslate2 = pytest.importorskip("ctranslate2", reason="pip install -e '.[export]'")
+SOURCES = [[5, 6, 7, 8, 9], [10, 11, 12]]
+TARGETS = [[13, 14, 15], [16, 17, 18, 19]]
+PIECES = ["<pad>", "<unk>", "<s>", "</s>"] + [f"p{i}" for i in range(60)]
+
+
+def random_model(**changes) -> Transformer:
+    torch.manual_seed(0)
+    config = TransformerConfig(vocab_size=len(PIECES), n_layers=2, d_model=32, d_ff=64,
+                               n_heads=4, dropout=0.1, max_positions=64, **changes)  # fmt: skip
+    return Transformer(config).eval()
+
+
+@torch.no_grad()
+def our_log_probs(model: Transformer, source: list[int], target: list[int]) -> np.ndarray:
+    """Teacher-forced log-probabilities of target + EOS, the source ending in EOS."""
+    logits = model(torch.tensor([[*source, EOS_ID]]), torch.tensor([[BOS_ID, *target]]))
+    log_probs = torch.log_softmax(logits[0].float(), dim=-1)
+    return log_probs.gather(1, torch.tensor([*target, EOS_ID])[:, None])[:, 0].numpy()
+
+
+@pytest.mark.parametrize("positions", ["sinusoidal", "learned"])
+def test_ctranslate2_scores_what_our_model_scores(tmp_path, positions):
+    model = random_model(positions=positions)
+    ct2.write(model, PIECES, tmp_path / "ct2", quantization=None)
+    translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu")
+    scored = translator.score_batch(
+        [[PIECES[i] for i in s] for s in SOURCES], [[PIECES[i] for i in t] for t in TARGETS]
+    )
+    for source, target, theirs in zip(SOURCES, TARGETS, scored, strict=True):
+        assert len(theirs.log_probs) == len(target) + 1  # EOS scored too
+        np.testing.assert_allclose(
+            theirs.log_probs, our_log_probs(model, source, target), atol=1e-4
+        )
+
+
+def test_a_stock_marian_model_scores_what_ours_scores_after_save_and_load(tmp_path):
+    """The model dimension permuted maps our interleaved sinusoids onto Marian's halves: the
+    table MarianMTModel rebuilds at load is ours, so the loaded model scores as ours."""
+    from transformers import MarianMTModel
+
+    model = random_model()
+    hf.marian_model(model).save_pretrained(tmp_path / "hf")
+    marian = MarianMTModel.from_pretrained(tmp_path / "hf").eval()
+    for source, target in zip(SOURCES, TARGETS, strict=True):
+        with torch.no_grad():
+            logits = marian(input_ids=torch.tensor([[*source, EOS_ID]]),
+                            decoder_input_ids=torch.tensor([[BOS_ID, *target]])).logits  # fmt: skip
+        log_probs = torch.log_softmax(logits[0], dim=-1)
+        theirs = log_probs.gather(1, torch.tensor([*target, EOS_ID])[:, None])[:, 0].numpy()
+        np.testing.assert_allclose(theirs, our_log_probs(model, source, target), atol=1e-4)
+    # without the permutation Marian's positions would not be ours: the test can fail
+    assert not torch.equal(hf.marian_permutation(32), torch.arange(32))
+
+
+def test_models_the_toolkits_cannot_hold_are_refused_with_the_reason(tmp_path):
+    with pytest.raises(InputError, match="Marian rebuilds its sinusoidal table.*--format ct2"):
+        hf.marian_model(random_model(positions="learned"))
+    row_b = random_model(d_k=16, d_v=16)  # Table 3 row B: d_k apart from d_model / h
+    with pytest.raises(InputError, match="needs d_k = d_v = d_model / h"):
+        ct2.write(row_b, PIECES, tmp_path / "ct2", quantization=None)
+    with pytest.raises(InputError, match="needs d_k = d_v = d_model / h"):
+        hf.marian_model(row_b)
+    assert not (tmp_path / "ct2").exists()
+
+
+@pytest.fixture(scope="module")
+def toy_bundle(tmp_path_factory):
+    """A toy BPE model and random weights saved as the workflow saves them."""
+    folder = tmp_path_factory.mktemp("toy")
+    text = folder / "train.txt"
+    pairs = list(generate(2000, seed=1, partition="train"))
+    text.write_text("".join(f"{en}\n{de}\n" for en, de in pairs), encoding="utf-8")
+    subword = folder / "bpe.model"
+    train_bpe([str(text)], str(subword), SubwordSettings(vocab_size=600), threads=1)
+    torch.manual_seed(0)
+    config = TransformerConfig(vocab_size=600, n_layers=1, d_model=32, d_ff=64, n_heads=4,
+                               dropout=0.1)  # fmt: skip
+    weights = folder / "averaged.safetensors"
+    save_weights(weights, {"state_dict": Transformer(config).state_dict(),
+                           "model_config": vars(config), "experiment": "toy",
+                           "subword_sha256": file_sha256(subword)})  # fmt: skip
+    return weights, subword, [en for en, _ in pairs[:3]]
+
+
+def test_the_hf_export_loads_with_auto_classes_and_cuts_text_as_our_bpe(tmp_path, toy_bundle):
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    weights, subword, lines = toy_bundle
+    output = tmp_path / "hf"
+    bundle.export(weights, subword, DecodeSettings(), output, "hf", experiment="toy")
+    tokenizer = AutoTokenizer.from_pretrained(output)
+    processor = load_subword(subword)
+    for line in lines:
+        assert tokenizer(line).input_ids == [*processor.encode(line), EOS_ID]
+    assert AutoModelForSeq2SeqLM.from_pretrained(output).config.decoder_start_token_id == BOS_ID
+    record = json.loads((output / bundle.RECORD).read_text())
+    assert record["format"] == "hf" and record["decode"]["alpha"] == DecodeSettings().alpha
+    assert (
+        record["decode"]["never_emitted"] == ["<pad>", "<s>"] and "fairseq" in record["engine_rule"]
+    )
+    assert (output / bundle.SUBWORD).read_bytes() == subword.read_bytes()
+
+
+def test_an_export_is_written_whole_and_replaces_only_an_earlier_export(tmp_path, toy_bundle):
+    weights, subword, lines = toy_bundle
+    output = tmp_path / "ct2"
+    bundle.export(weights, subword, DecodeSettings(), output, "ct2", "int8", "toy")
+    first = (output / "model.bin").read_bytes()
+    bundle.export(weights, subword, DecodeSettings(), output, "ct2", None, "toy")  # replaced
+    assert (output / "model.bin").read_bytes() != first  # float32 now, not int8
+    translator = ctranslate2.Translator(str(output), device="cpu")
+    pieces = load_subword(output / bundle.SUBWORD).encode(lines[0], out_type=str)
+    assert translator.translate_batch([pieces], beam_size=1, max_decoding_length=5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2"]  # nothing staged left over
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="holds files that are not an earlier export"):
+        bundle.export(weights, subword, DecodeSettings(), other, "ct2", experiment="toy")
+    with pytest.raises(InputError, match="--quantization is CTranslate2's"):
+        bundle.export(weights, subword, DecodeSettings(), tmp_path / "x", "hf", "int8", "toy")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2", "mine"]
