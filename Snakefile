@@ -32,13 +32,14 @@ deployed = workflow.modifier.is_module
 passed = None
 if deployed and workflow.modifier.skip_configfile:
     origin = Path(workflow.configfiles[0] if workflow.configfiles else "config.yaml")
-    passed = Passed(config, origin, CHECKOUT)
+    passed = Passed(config, origin)
 with plain_errors():
     study_config, absent = prepared_config(
         CHECKOUT / "config.yaml" if deployed else Path("config.yaml"),
         workflow.config_settings.configfiles,
         workflow.config_settings.config,
         passed,
+        workflow_dir=CHECKOUT,
     )
 if deployed:
     config = study_config  # the deploying workflow's own config stays as it was passed

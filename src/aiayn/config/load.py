@@ -24,24 +24,38 @@ from aiayn.config.study import (
 )
 from aiayn.errors import InputError
 
+# The checkout this package runs from (an editable install's, or src/ on the path): its presets
+# are what a deployment's config includes; None for an installed copy without the workflow.
+CHECKOUT = Path(__file__).resolve().parents[3]
+WORKFLOW_DIR = CHECKOUT if (CHECKOUT / "Snakefile").is_file() else None
+
 
 def load_config(root: Path, configfiles: list[Path] = (), overrides: dict | None = None) -> dict:
-    """The prepared config of the workflow in `root` with these config files."""
-    if not (root / "config.yaml").is_file():
+    """The prepared config of the workflow run in `root` (the checkout, or a folder deploying
+    it as a module) with these config files."""
+    if not configfiles and not (root / "config.yaml").is_file():
         raise InputError(
             f"{root.resolve()} has no config.yaml: run this from the workflow's folder "
-            "(where the Snakefile is), or name it with --workdir"
+            "(where the Snakefile is), or name it with --workdir; in a folder deploying the "
+            "workflow as a module, name its config with --configfile (config/config.yaml)"
         )
-    config, _ = prepared_config(root / "config.yaml", configfiles, overrides)
+    config, _ = prepared_config(
+        root / "config.yaml", configfiles, overrides, workflow_dir=WORKFLOW_DIR
+    )
     return config
 
 
 def prepared_config(
-    default: Path, configfiles=(), overrides: dict | None = None, passed: Passed | None = None
+    default: Path,
+    configfiles=(),
+    overrides: dict | None = None,
+    passed: Passed | None = None,
+    workflow_dir: Path | None = None,
 ) -> tuple[dict, dict[str, str]]:
     """The study's config, and the optional datasets left out (name -> the line that says how
-    to add it). `passed`: the config a deploying workflow handed this one as a module."""
-    config = compose_config(default, configfiles, overrides, passed)
+    to add it). `passed`: the config a deploying workflow handed this one as a module;
+    `workflow_dir`: the checkout, where includes not found beside their file are looked for."""
+    config = compose_config(default, configfiles, overrides, passed, workflow_dir)
     check_config(config, schema())
     validate(config)
     absent = absent_optional_datasets(config)

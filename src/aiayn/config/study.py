@@ -44,13 +44,11 @@ class Layer:
 @dataclass(frozen=True)
 class Passed:
     """The config a deploying workflow passes to this one as a Snakemake module (`module aiayn:
-    config: config`): its settings, the file they were read from (its `include:` paths are
-    relative to it, its stem names a study without `study:`), and this workflow's folder, where
-    an include not found beside that file is looked for (the presets, configs/...)."""
+    config: config`): its settings and the file they were read from (its `include:` paths are
+    relative to it, its stem names a study without `study:`)."""
 
     settings: Mapping
     origin: Path
-    workflow_dir: Path
 
 
 def compose_config(
@@ -58,18 +56,20 @@ def compose_config(
     configfiles: Sequence[Path] = (),
     overrides: Mapping | None = None,
     passed: Passed | None = None,
+    workflow_dir: Path | None = None,
 ) -> dict:
     """The study's config (not yet validated): the config a deploying workflow passed, or else
     `default` alone or the config files added up; then `overrides` (Snakemake's --config) on
-    top."""
+    top. An include not found beside the file naming it is looked for in `workflow_dir` (the
+    workflow's checkout, whose presets a deployment's config names)."""
     if passed is not None:
         where = f"the config passed to the module (read from {passed.origin})"
         settings = checked_settings(copy.deepcopy(dict(passed.settings)), where)
         files = [passed.origin]
-        layers = [layer_of(settings, passed.origin, (), passed.workflow_dir)]
+        layers = [layer_of(settings, passed.origin, (), workflow_dir)]
     else:
         files = [Path(f) for f in configfiles] or [Path(default)]
-        layers = [read_layer(path, ()) for path in files]
+        layers = [read_layer(path, (), workflow_dir) for path in files]
     config = side_by_side(layers).config
     studies = [
         study_name(layer.study, path) or path.stem
