@@ -126,3 +126,40 @@ def test_aiayn_lengths_decodes_as_the_workflow_and_accounts_for_every_output(mul
     assert list(averaged["best_alpha_paired_p"]) == [str(other)]
     assert 0 < averaged["best_alpha_paired_p"][str(other)] <= 1
     assert "finalize_fairseq" in averaged
+
+
+def test_an_int8_ctranslate2_export_scores_within_half_a_bleu_of_float32(multi30k_run, tmp_path):
+    """`aiayn export --format ct2` in float32 and int8: CTranslate2's beam search with the
+    experiment's beam and alpha (from aiayn_export.json) over test_2016_flickr, sacreBLEU against
+    the reference; int8 weights cost at most 0.5 BLEU, and float32 scores near the workflow's own
+    (the t2t end rule and the per-sentence length limit are ours only)."""
+    ctranslate2 = pytest.importorskip("ctranslate2", reason="pip install -e '.[export]'")
+    import sacrebleu
+    import sentencepiece
+
+    aiayn = str(Path(sys.executable).parent / "aiayn")
+    data = multi30k_run / "data" / "multi30k" / "clean"
+    sources = (data / "test_2016_flickr.en-de.en").read_text(encoding="utf-8").splitlines()
+    references = (data / "test_2016_flickr.en-de.de").read_text(encoding="utf-8").splitlines()
+    scores = {}
+    for quantization in ("float32", "int8"):
+        folder = tmp_path / quantization
+        command = [aiayn, "export", "--workdir", str(multi30k_run), "--configfile", "ci.yaml",
+                   "-e", "multi30k_ci", "--format", "ct2", "--output", str(folder)]  # fmt: skip
+        command += ["--quantization", quantization] if quantization != "float32" else []
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stderr[-3000:]
+        cut = sentencepiece.SentencePieceProcessor(model_file=str(folder / "sentencepiece.model"))
+        translator = ctranslate2.Translator(str(folder), device="cpu", intra_threads=2)
+        decode = json.loads((folder / "aiayn_export.json").read_text())["decode"]
+        found = translator.translate_batch(
+            [cut.encode(line, out_type=str) for line in sources], beam_size=decode["beam"],
+            length_penalty=decode["alpha"], suppress_sequences=[["<pad>"], ["<s>"]],
+            max_batch_size=64,
+        )  # fmt: skip
+        hypotheses = [cut.decode(result.hypotheses[0]) for result in found]
+        scores[quantization] = sacrebleu.corpus_bleu(hypotheses, [references]).score
+    ours = load_json(multi30k_run / "results" / "multi30k" / "scores" / "multi30k_ci" /
+                     "averaged" / "test_2016_flickr.json")["sacrebleu"]["score"]  # fmt: skip
+    assert abs(scores["int8"] - scores["float32"]) <= 0.5, scores
+    assert abs(scores["float32"] - ours) <= 1.5, (scores, ours)

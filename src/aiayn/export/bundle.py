@@ -25,8 +25,10 @@ FORMATS = ("ct2", "hf")
 RECORD = "aiayn_export.json"
 SUBWORD = "sentencepiece.model"
 ENGINE_RULE = (
-    "CTranslate2 and transformers end a beam hypothesis at its EOS, as decode.finalize: "
-    "fairseq does; the paper's rule (t2t), which the workflow may have scored with, is ours only"
+    "CTranslate2 and transformers end a beam hypothesis at its EOS and divide its score by "
+    "length ** alpha (CTranslate2's length_penalty, transformers' length_penalty), as "
+    "decode.finalize: fairseq does; the paper's rule (t2t: ((5 + length) / 6) ** alpha, "
+    "which the workflow may have scored with) is ours only"
 )
 
 
