@@ -391,9 +391,13 @@ def test_auto_precision_is_what_the_gpu_computes_on_tensor_cores(monkeypatch, ca
 
 
 def test_fp16_trains_with_dynamic_loss_scaling_on_a_gpu_and_is_refused_on_a_cpu():
-    config = precision_config("fp16")
-    assert config["fp16"]["enabled"] and config["fp16"]["loss_scale"] == 0  # 0: dynamic
-    assert not config["bf16"]["enabled"]
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    steps = {"train_batch_size": 1, "train_micro_batch_size_per_gpu": 1}
+    parsed = DeepSpeedConfig({**steps, **precision_config("fp16")})  # unknown keys are refused
+    fp16 = parsed.float16_config
+    assert fp16.enabled and fp16.loss_scale == 0 and fp16.initial_scale_power == 16  # dynamic
+    assert not parsed.bfloat16_config.enabled
     assert resolve_precision("auto", torch.device("cpu")) == (
         "fp32",
         "auto: no GPU (the cpu): fp32",
