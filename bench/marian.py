@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from aiayn.decode.search import length_sorted_batches, source_batch
+from aiayn.export.hf import marian_config
 from aiayn.model import Transformer, sinusoidal_positions
-from aiayn.model_config import TransformerConfig
 from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -26,37 +26,6 @@ def available() -> bool:
     except ImportError:
         return False
     return True
-
-
-def marian_config(config: TransformerConfig, max_positions: int = 1024):
-    from transformers import MarianConfig
-
-    if config.head_dims != (config.d_model // config.n_heads,) * 2:
-        raise ValueError("Marian needs d_k = d_v = d_model / h")
-    return MarianConfig(
-        vocab_size=config.vocab_size,
-        decoder_vocab_size=config.vocab_size,
-        d_model=config.d_model,
-        encoder_layers=config.n_layers,
-        decoder_layers=config.n_layers,
-        encoder_attention_heads=config.n_heads,
-        decoder_attention_heads=config.n_heads,
-        encoder_ffn_dim=config.d_ff,
-        decoder_ffn_dim=config.d_ff,
-        activation_function="relu",
-        dropout=config.dropout,
-        attention_dropout=config.attention_dropout,
-        activation_dropout=0.0,
-        max_position_embeddings=max_positions,
-        scale_embedding=True,
-        share_encoder_decoder_embeddings=True,
-        tie_word_embeddings=True,
-        pad_token_id=PAD_ID,
-        eos_token_id=EOS_ID,
-        bos_token_id=BOS_ID,
-        decoder_start_token_id=BOS_ID,
-        forced_eos_token_id=None,
-    )
 
 
 def _attention(target, ours) -> dict:
@@ -100,9 +69,8 @@ def marian_from_ours(model: Transformer):
     from transformers import MarianMTModel
 
     config = model.config
-    if config.positions != "sinusoidal":
-        raise ValueError("Marian has sinusoidal positions only")
-    marian = MarianMTModel(marian_config(config)).to(model.embeddings.tokens.weight.device)
+    device = model.embeddings.tokens.weight.device
+    marian = MarianMTModel(marian_config(config)).to(device)  # sinusoidal, d_k = d_model / h
     modules = dict(marian.named_modules())
     for name, ours in _linear_pairs(model).items():
         modules[name].weight.copy_(ours.weight)

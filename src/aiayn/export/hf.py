@@ -21,6 +21,7 @@ import torch
 
 from aiayn.errors import InputError
 from aiayn.model import Transformer
+from aiayn.model_config import TransformerConfig
 from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 
@@ -30,10 +31,10 @@ def marian_permutation(d_model: int) -> torch.Tensor:
     return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
 
 
-def marian_config(model: Transformer):
+def marian_config(config: TransformerConfig):
+    """The MarianConfig of a model of `config` (also bench/marian.py's peer baseline)."""
     from transformers import MarianConfig
 
-    config = model.config
     if config.n_heads * config.head_dims[0] != config.d_model or len(set(config.head_dims)) > 1:
         raise InputError(
             f"Marian needs d_k = d_v = d_model / h; this model has d_model {config.d_model}, "
@@ -122,7 +123,7 @@ def marian_model(model: Transformer):
     """A MarianMTModel computing what `model` computes (eval mode)."""
     from transformers import MarianMTModel
 
-    marian = MarianMTModel(marian_config(model))
+    marian = MarianMTModel(marian_config(model.config))
     missing, unexpected = marian.load_state_dict(marian_state_dict(model), strict=False)
     left = [name for name in missing if "embed_positions" not in name]
     if left or unexpected:
