@@ -3,7 +3,9 @@
 Ours (src/aiayn/decode/search.py: cached keys/values, finished sentences dropped, length-sorted
 batches); naive: the same search recomputing the whole prefix at every step (must translate the
 same); peer: HF MarianMTModel with the same weights (bench/marian.py), `generate(num_beams=4)` on
-the same batches (its length penalty differs: the share that agree is reported). newstest2014's
+the same batches (its length penalty differs: the share that agree is reported); with --ct2,
+CTranslate2 on the same model exported by `aiayn export` (aiayn.export.ct2), in float32 and int8,
+its beam search with our alpha on the same sentences, as many threads as ours. newstest2014's
 3003 English sentences, beam 4, alpha 0.6. Ours and generate() run --repeats times in alternating
 order, each keeping its fastest; the naive decoder runs once. The model: --weights, or the preset
 trained here on --train-source/--train-target until its dev outputs stop where translations end
@@ -21,6 +23,7 @@ adds the output/reference length (13a) and sacreBLEU. docs/benchmarks.md has the
 
 from __future__ import annotations
 
+import functools
 import sys
 import tempfile
 import time
@@ -163,17 +166,69 @@ def run_peer(peer_model, sentences, args) -> tuple[list, dict]:
         return marian.marian_generate(peer_model, sentences, args.beam, args.batch_tokens)
 
 
-def fastest_runs(model, peer_model, sentences, settings, args) -> tuple[tuple, tuple | None]:
-    """Ours and the peer `--repeats` times each, in alternating order so that both meet the
-    same noise of a shared machine, keeping each one's fastest run."""
-    ours, peer = [], []
-    for who in benchlib.alternating(("ours", "peer"), args.repeats):
+def ct2_translators(model, processor, workdir: Path, device) -> dict:
+    """CTranslate2 translators of `model` as `aiayn export --format ct2` writes it, in float32
+    and int8, on our device, each with as many threads as torch uses."""
+    import ctranslate2
+
+    from aiayn.export import ct2
+
+    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+    translators = {}
+    for quantization in ("float32", "int8"):
+        folder = workdir / f"ct2_{quantization}"
+        ct2.write(model.cpu(), pieces, folder, None if quantization == "float32" else quantization)
+        translators[quantization] = ctranslate2.Translator(
+            str(folder), device=device.type, intra_threads=torch.get_num_threads()
+        )
+    return translators
+
+
+def run_ct2(translator, sentences, processor, args) -> tuple[list, dict]:
+    """CTranslate2's beam search over the same sentences (batches of --batch-tokens source
+    tokens): its token ids and figures."""
+    pieces = [[processor.id_to_piece(int(i)) for i in s] for s in sentences]
+    start = time.perf_counter()
+    found = translator.translate_batch(
+        pieces, beam_size=args.beam, length_penalty=0.6, max_batch_size=args.batch_tokens,
+        batch_type="tokens", suppress_sequences=[["<pad>"], ["<s>"]],
+    )  # fmt: skip
+    seconds = time.perf_counter() - start
+    tokens = [[processor.piece_to_id(p) for p in result.hypotheses[0]] for result in found]
+    produced = sum(len(t) + 1 for t in tokens)  # with EOS, as ours counts
+    return tokens, {"seconds": round(seconds, 2),
+                    "sentences_per_s": round(len(tokens) / seconds, 2),
+                    "target_tokens_per_s": round(produced / seconds, 2)}  # fmt: skip
+
+
+def fastest_runs(model, peers: dict, sentences, settings, args) -> tuple[tuple, dict]:
+    """Ours and each peer (a name -> a function running it) `--repeats` times each, in
+    alternating order so that all meet the same noise of a shared machine, keeping each one's
+    fastest run."""
+    runs = {"ours": [], **{name: [] for name in peers}}
+    for who in benchlib.alternating(list(runs), args.repeats):
         if who == "ours":
-            ours.append(run(model, sentences, settings, True, args.drop_every))
-        elif peer_model is not None:
-            peer.append(run_peer(peer_model, sentences, args))
-    best = min(ours, key=lambda r: r[1]["seconds"])
-    return best, (min(peer, key=lambda r: r[1]["seconds"]) if peer else None)
+            runs[who].append(run(model, sentences, settings, True, args.drop_every))
+        else:
+            runs[who].append(peers[who]())
+    fastest = {who: min(done, key=lambda r: r[1]["seconds"]) for who, done in runs.items()}
+    return fastest.pop("ours"), fastest
+
+
+def ct2_figures(ours, ours_figures, peers: dict) -> dict:
+    """CTranslate2's figures per weight type, our speed relative to it (seconds of theirs over
+    ours: 0.8 means ours takes 1.25x as long), and how often it translated as ours."""
+    record = {}
+    for quantization in ("float32", "int8"):
+        if f"ct2_{quantization}" not in peers:
+            continue
+        tokens, figures = peers[f"ct2_{quantization}"]
+        record[f"ctranslate2_{quantization}"] = figures
+        record[f"ours_vs_ct2_{quantization}"] = round(
+            figures["seconds"] / ours_figures["seconds"], 2
+        )
+        record[f"same_translations_as_ct2_{quantization}"] = agreement(ours, tokens)
+    return record
 
 
 def agreement(ours, tokens) -> float:
@@ -254,6 +309,7 @@ def main() -> None:
     add("--no-naive", action="store_true", help="skip the naive decoder (many times slower)")
     add("--drop-every", type=int, help="finished sentences leave the batch every N steps")
     add("--no-peer", action="store_true", help="skip HF generate()")
+    add("--ct2", action="store_true", help="also CTranslate2, float32 and int8 (the export extra)")
     add("--cache-ab", action="store_true", help="also decode with decode.cache ancestry")
     add("--compile-ab", action="store_true", help="also decode with decode.compile")
     add("--ab-against", metavar="REVISION", help="also decode with that revision's src/ (ab.py)")
@@ -281,12 +337,16 @@ def main() -> None:
         init_process()  # the trainer's one-process group
     with tempfile.TemporaryDirectory() as workdir:
         model, processor, training = model_and_subword(args, device, Path(workdir))
+        translators = ct2_translators(model, processor, Path(workdir), device) if args.ct2 else {}
+        model.to(device)
     sentences = [np.array(processor.encode(line)) for line in lines]
     settings = search_settings(args)
-    peer_model = None
+    peers = {f"ct2_{kind}": functools.partial(run_ct2, translator, sentences, processor, args)
+             for kind, translator in translators.items()}  # fmt: skip
     if marian.available() and not args.no_peer:
         peer_model = marian.marian_from_ours(model).eval()
-    (ours, ours_figures), peer = fastest_runs(model, peer_model, sentences, settings, args)
+        peers["hf"] = functools.partial(run_peer, peer_model, sentences, args)
+    (ours, ours_figures), fastest = fastest_runs(model, peers, sentences, settings, args)
     ab_figures = {}
     if args.ab_against:
         ab_figures["ab"] = ab.compare(model, sentences, settings, args.ab_against, args.repeats)
@@ -310,7 +370,8 @@ def main() -> None:
         "ours_cached": ours_figures | length_figures(ours, processor, references),
         **naive_figures(model, sentences, settings, ours, ours_figures, args.no_naive),
         **variant_figures(model, sentences, settings, ours, ours_figures, args),
-        **peer_figures(ours, ours_figures, peer, args.no_peer),
+        **peer_figures(ours, ours_figures, fastest.get("hf"), args.no_peer),
+        **ct2_figures(ours, ours_figures, fastest),
         **ab_figures,
     }
     benchlib.finish(record, args, device)

@@ -2,8 +2,9 @@
 
 Marian's architecture is the paper's (post-LN layers, ReLU here, sinusoidal positions, embeddings
 scaled by sqrt(d_model) and shared with the output projection), so a model of ours maps onto it
-parameter for parameter. Only the position table's layout differs (Marian puts the cosines in the
-second half); it is overwritten with ours. tests/test_bench.py checks the logits agree.
+parameter for parameter, the model dimension permuted to match Marian's position table
+(aiayn.export.hf, what `aiayn export --format hf` writes). tests/test_bench.py checks the logits
+agree.
 Needs `transformers` (not a dependency of the workflow: the benchmarks skip Marian without it).
 """
 
@@ -15,8 +16,8 @@ import numpy as np
 import torch
 
 from aiayn.decode.search import length_sorted_batches, source_batch
-from aiayn.export.hf import marian_config
-from aiayn.model import Transformer, sinusoidal_positions
+from aiayn.export.hf import marian_model
+from aiayn.model import Transformer
 from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -28,60 +29,10 @@ def available() -> bool:
     return True
 
 
-def _attention(target, ours) -> dict:
-    return {
-        f"{target}.q_proj": ours.w_q,
-        f"{target}.k_proj": ours.w_k,
-        f"{target}.v_proj": ours.w_v,
-        f"{target}.out_proj": ours.w_o,
-    }
-
-
-def _feed_forward(prefix: str, layer, final_norm) -> dict:
-    return {
-        f"{prefix}.fc1": layer.feed_forward.w_1,
-        f"{prefix}.fc2": layer.feed_forward.w_2,
-        f"{prefix}.final_layer_norm": final_norm,
-    }
-
-
-def _linear_pairs(model: Transformer) -> dict:
-    """Marian module name -> our module, for every Linear and LayerNorm."""
-    pairs = {}
-    for i, layer in enumerate(model.encoder):
-        prefix = f"model.encoder.layers.{i}"
-        pairs |= _attention(f"{prefix}.self_attn", layer.self_attention)
-        pairs[f"{prefix}.self_attn_layer_norm"] = layer.residual_1.norm
-        pairs |= _feed_forward(prefix, layer, layer.residual_2.norm)
-    for i, layer in enumerate(model.decoder):
-        prefix = f"model.decoder.layers.{i}"
-        pairs |= _attention(f"{prefix}.self_attn", layer.self_attention)
-        pairs[f"{prefix}.self_attn_layer_norm"] = layer.residual_1.norm
-        pairs |= _attention(f"{prefix}.encoder_attn", layer.encoder_attention)
-        pairs[f"{prefix}.encoder_attn_layer_norm"] = layer.residual_2.norm
-        pairs |= _feed_forward(prefix, layer, layer.residual_3.norm)
-    return pairs
-
-
-@torch.no_grad()
 def marian_from_ours(model: Transformer):
-    """A MarianMTModel computing the same function as `model` (sinusoidal positions only)."""
-    from transformers import MarianMTModel
-
-    config = model.config
-    device = model.embeddings.tokens.weight.device
-    marian = MarianMTModel(marian_config(config)).to(device)  # sinusoidal, d_k = d_model / h
-    modules = dict(marian.named_modules())
-    for name, ours in _linear_pairs(model).items():
-        modules[name].weight.copy_(ours.weight)
-        modules[name].bias.copy_(ours.bias)
-    embedding = model.embeddings.tokens.weight
-    marian.model.shared.weight.copy_(embedding)
-    marian.get_output_embeddings().weight.copy_(embedding)
-    marian.final_logits_bias.zero_()
-    table = sinusoidal_positions(marian.config.max_position_embeddings, config.d_model)
-    for stack in (marian.model.encoder, marian.model.decoder):
-        stack.embed_positions.weight.copy_(table)
+    """A MarianMTModel computing the same function as `model` (sinusoidal positions only), on
+    its device, in its mode: `aiayn export --format hf`'s (aiayn.export.hf)."""
+    marian = marian_model(model).to(model.embeddings.tokens.weight.device)
     return marian.train(model.training)
 
 

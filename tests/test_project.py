@@ -136,10 +136,19 @@ def test_decode_speed_benchmark_compares_ours_with_recomputing_and_hf_generate(t
         "HEAD",
         "--ab-commit",
         "HEAD",
+        "--ct2",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads(result.stdout.strip().splitlines()[-1])
     assert record["source"] == "newstest2014.en-de.en, 12 sentences" and record["beam"] == 4
+    for kind in ("float32", "int8"):  # CTranslate2 on the exported model, in the same run
+        figures = record[f"ctranslate2_{kind}"]
+        assert (
+            figures["sentences_per_s"] > 0 and 0 <= record[f"same_translations_as_ct2_{kind}"] <= 1
+        )
+        assert record[f"ours_vs_ct2_{kind}"] == pytest.approx(
+            figures["seconds"] / record["ours_cached"]["seconds"], rel=0.05
+        )
     ab = record["ab"]  # the committed code against itself: the same translations
     assert ab["against"] == git_head() and ab["same_translations"] == 1.0 and ab["repeats"] == 3
     assert ab["speedup"] == pytest.approx(ab["baseline_seconds"] / ab["ours_seconds"], abs=0.01)
