@@ -43,15 +43,14 @@ log = logging.getLogger("aiayn")
 def parser() -> argparse.ArgumentParser:
     cli = argparse.ArgumentParser(prog="aiayn", description=__doc__.split("\n\n")[0])
     commands = cli.add_subparsers(dest="command", required=True)
-    translate = commands.add_parser(
+    translate = experiment_command(
+        commands,
         "translate",
-        help="translate a file or stdin with an experiment's averaged model",
-        description="Translate one sentence per line (stdin or --input) with the experiment's "
-        "averaged model, its sentencepiece model and its decode settings; detokenized output "
-        "in input order (stdout or --output), progress on stderr.",
+        "translate a file or stdin with an experiment's averaged model",
+        "Translate one sentence per line (stdin or --input) with the experiment's averaged "
+        "model, its sentencepiece model and its decode settings; detokenized output in input "
+        "order (stdout or --output), progress on stderr.",
     )
-    translate.add_argument("--experiment", "-e", required=True, help="an experiment's name")
-    add_config_arguments(translate)
     translate.add_argument("--input", "-i", type=Path, help="text to translate (default: stdin)")
     translate.add_argument("--output", "-o", type=Path, help="where to write (default: stdout)")
     translate.add_argument("--beam", type=int, help="beam size (default: the experiment's)")
@@ -79,31 +78,29 @@ def parser() -> argparse.ArgumentParser:
         "it recorded with this checkout's; exit 1 if any study is stale.",
     )
     results.add_argument("--workdir", type=Path, default=Path("."), help="the workflow's folder")
-    lengths = commands.add_parser(
+    lengths = experiment_command(
+        commands,
         "lengths",
-        help="why an experiment's translations are short: search or model",
-        description="On one split, decode with each kept checkpoint and the averaged model and "
-        "report BLEU, brevity penalty and length ratio; then, for the averaged model, the other "
-        "EOS rule, whether the model scores short outputs' references higher, how likely EOS is "
-        "on the reference path, and an alpha sweep. One JSON record (stdout or --output).",
+        "why an experiment's translations are short: search or model",
+        "On one split, decode with each kept checkpoint and the averaged model and report BLEU, "
+        "brevity penalty and length ratio; then, for the averaged model, the other EOS rule, "
+        "whether the model scores short outputs' references higher, how likely EOS is on the "
+        "reference path, and an alpha sweep. One JSON record (stdout or --output).",
     )
-    lengths.add_argument("--experiment", "-e", required=True, help="an experiment's name")
-    add_config_arguments(lengths)
     lengths.add_argument("--split", help="which split (default: the experiment's dev split)")
     lengths.add_argument("--alpha", type=float, help="length penalty (default: the experiment's)")
     lengths.add_argument("--alphas", type=float, nargs="+", help="the sweep's (0.6 to 2.0)")
     lengths.add_argument("--threads", type=int, help="torch's CPU threads (default: torch's)")
     lengths.add_argument("--output", "-o", type=Path, help="where to write (default: stdout)")
-    export = commands.add_parser(
+    export = experiment_command(
+        commands,
         "export",
-        help="write an experiment's averaged model for CTranslate2 or transformers",
-        description="Convert the experiment's averaged model through CTranslate2's converter "
-        "API (--format ct2) or into a stock MarianMTModel (--format hf), with its "
-        "sentencepiece model and aiayn_export.json (the decode settings, and what the other "
-        "engine does differently). The folder is written whole or not at all.",
+        "write an experiment's averaged model for CTranslate2 or transformers",
+        "Convert the experiment's averaged model through CTranslate2's converter API (--format "
+        "ct2) or into a stock MarianMTModel (--format hf), with its sentencepiece model and "
+        "aiayn_export.json (the decode settings, and what the other engine does differently). "
+        "The folder is written whole or not at all.",
     )
-    export.add_argument("--experiment", "-e", required=True, help="an experiment's name")
-    add_config_arguments(export)
     export.add_argument("--format", required=True, choices=("ct2", "hf"), help="which toolkit")
     export.add_argument("--output", "-o", required=True, type=Path, help="the folder to write")
     export.add_argument(
@@ -111,6 +108,14 @@ def parser() -> argparse.ArgumentParser:
         help="CTranslate2's weight type: int8, int8_float32, int8_float16, int16, float16, ...",
     )
     return cli
+
+
+def experiment_command(commands, name: str, summary: str, description: str):
+    """A command about one experiment: --experiment, and the study's config as snakemake's."""
+    command = commands.add_parser(name, help=summary, description=description)
+    command.add_argument("--experiment", "-e", required=True, help="an experiment's name")
+    add_config_arguments(command)
+    return command
 
 
 def add_config_arguments(command: argparse.ArgumentParser) -> None:
