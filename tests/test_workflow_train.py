@@ -185,12 +185,13 @@ def test_aiayn_translate_gives_the_decode_rules_translations(default_run):
     assert "translate: 100%" in result.stderr  # the progress bar, on stderr
 
 
-def test_aiayn_export_gives_stock_ctranslate2_and_transformers_our_greedy_translations(
+def test_aiayn_export_gives_stock_ctranslate2_and_transformers_our_translations(
     default_run, tmp_path
 ):
     """The trained `tiny` exported both ways, loaded by each toolkit's own classes, translates
-    100 dev lines greedily as `aiayn translate --beam 1` does (the issue's bar: 98 of 100; a
-    line can differ where ours stops at its per-sentence length limit)."""
+    100 dev lines greedily as `aiayn translate --beam 1` does, and CTranslate2's beam search
+    (the experiment's beam and alpha) as ours with `--finalize fairseq` (the issue's bar: 98 of
+    100; a line can differ where ours stops at its per-sentence length limit)."""
     ctranslate2 = pytest.importorskip("ctranslate2", reason="pip install -e '.[export]'")
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
@@ -206,16 +207,24 @@ def test_aiayn_export_gives_stock_ctranslate2_and_transformers_our_greedy_transl
     cut = sentencepiece.SentencePieceProcessor(model_file=str(tmp_path / "ct2/sentencepiece.model"))
     translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu")
     pieces = [cut.encode(line, out_type=str) for line in lines]
-    found = translator.translate_batch(pieces, beam_size=1, max_decoding_length=256,
-                                       suppress_sequences=[["<pad>"], ["<s>"]])  # fmt: skip
+    never = {"max_decoding_length": 256, "suppress_sequences": [["<pad>"], ["<s>"]]}
+    found = translator.translate_batch(pieces, beam_size=1, **never)
     ct2_lines = [cut.decode(result.hypotheses[0]) for result in found]
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "hf")
     marian = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "hf").eval()
     batch = tokenizer(lines, return_tensors="pt", padding=True)
     generated = marian.generate(**batch, num_beams=1, do_sample=False, max_new_tokens=256)
     hf_lines = tokenizer.batch_decode(generated, skip_special_tokens=True)
-    expected = ours.stdout.splitlines()
-    for name, theirs in (("ct2", ct2_lines), ("hf", hf_lines)):
+    fairseq = aiayn(default_run, "translate", "-e", "tiny", "--finalize", "fairseq",
+                    stdin="\n".join(lines))  # fmt: skip
+    decode = json.loads((tmp_path / "ct2" / "aiayn_export.json").read_text())["decode"]
+    beam = translator.translate_batch(
+        pieces, beam_size=decode["beam"], length_penalty=decode["alpha"], **never
+    )
+    ct2_beam = [cut.decode(result.hypotheses[0]) for result in beam]
+    greedy, beam_fairseq = ours.stdout.splitlines(), fairseq.stdout.splitlines()
+    for name, theirs, expected in (("ct2", ct2_lines, greedy), ("hf", hf_lines, greedy),
+                                   ("ct2 beam", ct2_beam, beam_fairseq)):  # fmt: skip
         differ = [(a, b) for a, b in zip(theirs, expected, strict=True) if a != b]
         assert len(differ) <= 2, (name, len(differ), differ[:3])
 
