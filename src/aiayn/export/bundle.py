@@ -19,7 +19,7 @@ from pathlib import Path
 
 from aiayn.errors import InputError
 from aiayn.textio import current_umask
-from aiayn.vocab import BOS_ID, PAD_ID
+from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
 
 FORMATS = ("ct2", "hf")
 RECORD = "aiayn_export.json"
@@ -65,7 +65,7 @@ def export(
         "subword": SUBWORD,
         "decode": {
             **asdict(settings),
-            "source_ends_with": "</s>",
+            "source_ends_with": pieces[EOS_ID],
             "start": pieces[BOS_ID],
             "never_emitted": [pieces[PAD_ID], pieces[BOS_ID]],
             "max_length": f"source length + {settings.max_length_offset}",

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from aiayn.errors import InputError
+from aiayn.export import check_heads
 from aiayn.model import Transformer, sinusoidal_positions
 from aiayn.vocab import BOS_ID, EOS_ID, UNK_ID
 
@@ -28,11 +28,7 @@ def transformer_spec(model: Transformer, pieces: list[str]):
     from ctranslate2.specs import transformer_spec as ct2
 
     config = model.config
-    if config.n_heads * config.head_dims[0] != config.d_model or len(set(config.head_dims)) > 1:
-        raise InputError(
-            f"CTranslate2 needs d_k = d_v = d_model / h; this model has d_model {config.d_model}, "
-            f"h {config.n_heads}, d_k, d_v {config.head_dims} (a Table 3 row B or variant)"
-        )
+    check_heads(config, "CTranslate2")
     spec = ct2.TransformerSpec.from_config(config.n_layers, config.n_heads, pre_norm=False)
     weights = {
         name: tensor.detach().float().cpu().numpy() for name, tensor in model.state_dict().items()

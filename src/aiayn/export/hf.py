@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from aiayn.errors import InputError
+from aiayn.export import check_heads
 from aiayn.model import Transformer
 from aiayn.model_config import TransformerConfig
 from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
@@ -35,11 +36,7 @@ def marian_config(config: TransformerConfig):
     """The MarianConfig of a model of `config` (also bench/marian.py's peer baseline)."""
     from transformers import MarianConfig
 
-    if config.n_heads * config.head_dims[0] != config.d_model or len(set(config.head_dims)) > 1:
-        raise InputError(
-            f"Marian needs d_k = d_v = d_model / h; this model has d_model {config.d_model}, "
-            f"h {config.n_heads}, d_k, d_v {config.head_dims} (a Table 3 row B or variant)"
-        )
+    check_heads(config, "Marian")
     if config.positions != "sinusoidal":
         raise InputError(
             f"a model with {config.positions} positions cannot be a stock MarianMTModel: "
