@@ -60,6 +60,16 @@ def test_ctranslate2_scores_what_our_model_scores(tmp_path, positions):
         )
 
 
+def test_a_quantized_export_leaves_the_callers_model_as_it_was(tmp_path):
+    """CTranslate2 quantizes the spec's arrays in place; the benchmark exports the model it
+    then times, so an int8 export that rounded our embeddings made ours translate badly."""
+    model = random_model()
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    ct2.write(model, PIECES, tmp_path / "int8", quantization="int8")
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, before[name]), name
+
+
 def test_a_stock_marian_model_scores_what_ours_scores_after_save_and_load(tmp_path):
     """The model dimension permuted maps our interleaved sinusoids onto Marian's halves: the
     table MarianMTModel rebuilds at load is ours, so the loaded model scores as ours."""

@@ -30,8 +30,11 @@ def transformer_spec(model: Transformer, pieces: list[str]):
     config = model.config
     check_heads(config, "CTranslate2")
     spec = ct2.TransformerSpec.from_config(config.n_layers, config.n_heads, pre_norm=False)
+    # copies: CTranslate2 quantizes a spec's arrays in place, and numpy() of an fp32 CPU tensor
+    # is the model's own memory (an int8 export would have rounded the caller's embeddings)
     weights = {
-        name: tensor.detach().float().cpu().numpy() for name, tensor in model.state_dict().items()
+        name: tensor.detach().float().cpu().numpy().copy()
+        for name, tensor in model.state_dict().items()
     }
     positions = position_table(model)
     embeddings = weights["embeddings.tokens.weight"]
