@@ -185,6 +185,30 @@ def test_aiayn_translate_gives_the_decode_rules_translations(default_run):
     assert "translate: 100%" in result.stderr  # the progress bar, on stderr
 
 
+def test_aiayn_translate_starts_without_the_trainer_and_within_its_benchmark(default_run):
+    """One sentence in a fresh process (#66: within 2 s here, bench/translate_startup.py): the
+    decode path imports no DeepSpeed, no report or peer library (snakemake's config validator,
+    9 ms, fills in the schema's defaults as the workflow does). The benchmark runs beside it."""
+    check = ("import sys; from aiayn.cli import main; main(['translate', '-e', 'tiny']); "
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'deepspeed', 'pandas', "
+             "'matplotlib', 'transformers', 'sacrebleu', 'ctranslate2'}), file=sys.stderr)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", check], cwd=default_run, input="A cat.\n",
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip(), done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+    bench = subprocess.run([sys.executable, str(PROJECT / "bench/translate_startup.py"),
+                            "--workdir", str(default_run), "--repeats", "1"],
+                           capture_output=True, text=True)  # fmt: skip
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    record = json.loads(bench.stdout.strip().splitlines()[-1])
+    seconds = record["seconds"]
+    assert set(record["translations"]) == {"aiayn_translate", "ctranslate2_script"}
+    assert 0 < seconds["python_and_torch"] < seconds["aiayn_translate"]
+    assert record["ours_vs_ct2"] == pytest.approx(
+        seconds["ctranslate2_script"] / seconds["aiayn_translate"], abs=0.01
+    )
+
+
 def test_aiayn_export_gives_stock_ctranslate2_and_transformers_our_translations(
     default_run, tmp_path
 ):
