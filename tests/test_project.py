@@ -657,6 +657,14 @@ def test_readme_benchmark_tables_are_the_committed_figures():
             f"(peak {train['max_rss_mib']:.0f} MiB) | {run_['stages']['decode']['seconds']:.0f} s |"
         ) in readme
     assert f"{workflow['speedup']}x" in readme
+    ct2 = json.loads((results / "decode_ct2-cpu.json").read_text())  # #66: beside CTranslate2
+    for kind in ("float32", "int8"):
+        figures = ct2[f"ctranslate2_{kind}"]
+        assert f"| {figures['seconds']} s | {ct2[f'ours_vs_ct2_{kind}']}x |" in readme, kind
+    assert ct2["ours_cached"]["sacrebleu"] > 90  # a trained model, not a random one's worst case
+    startup = json.loads((results / "translate_startup-cpu.json").read_text())["seconds"]
+    assert f"`aiayn translate`\ntakes {startup['aiayn_translate']} s" in readme
+    assert f"takes {startup['ctranslate2_script']} s" in readme
     decode = json.loads((results / "decode_speed-cpu.json").read_text())
     for key in ("ours_cached", "naive_recompute", "hf_marian_generate"):
         assert decode_row(decode[key]) in readme, ("cpu", key)
