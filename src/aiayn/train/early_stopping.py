@@ -1,0 +1,62 @@
+"""Early stopping (beyond the paper, which trained for fixed steps): stop once a dev metric has
+not improved by at least `min_improvement` for `patience` evaluations in a row.
+
+Its state is part of the checkpoint, so a run killed in the middle of its patience resumes
+counting where the checkpoint left it and stops at the same step as a run never stopped
+(fairseq's --patience restarts its count at every resume).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+# metric -> whether larger is better; each is a key of the dev evaluation's record
+METRICS = {"dev_bleu": True, "dev_chrf": True, "dev_loss": False}
+
+
+@dataclass
+class EarlyStopping:
+    metric: str = "dev_bleu"
+    patience: int = 5  # dev evaluations without improvement before stopping
+    min_improvement: float = 0.0  # in the metric's units (BLEU points, nats)
+    best: float | None = None
+    best_step: int | None = None
+    evaluations_since_best: int = 0
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS:
+            raise ValueError(
+                f"early stopping's metric must be one of {', '.join(METRICS)}, not {self.metric!r}"
+            )
+        if self.patience < 1 or self.min_improvement < 0:
+            raise ValueError("early stopping needs patience >= 1 and min_improvement >= 0")
+
+    def improved(self, value: float) -> bool:
+        if self.best is None:
+            return True
+        gain = value - self.best if METRICS[self.metric] else self.best - value
+        return gain >= self.min_improvement and gain > 0
+
+    def update(self, step: int, figures: dict) -> bool:
+        """Count this dev evaluation; True when training should stop now."""
+        value = figures[self.metric]
+        if self.improved(value):
+            self.best, self.best_step, self.evaluations_since_best = value, step, 0
+        else:
+            self.evaluations_since_best += 1
+        return self.evaluations_since_best >= self.patience
+
+    def state_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_state(cls, state: dict) -> EarlyStopping:
+        return cls(**state)
+
+    def reason(self) -> str:
+        """Why training ended, for train.json's ended_by."""
+        return (
+            f"early_stopping: {self.metric} did not improve by {self.min_improvement} for "
+            f"{self.patience} dev evaluations after its best {self.best:.4g} at step "
+            f"{self.best_step}"
+        )
