@@ -9,12 +9,15 @@ its beam search with our alpha on the same sentences, as many threads as ours. n
 3003 English sentences, beam 4, alpha 0.6. Ours and generate() run --repeats times in alternating
 order, each keeping its fastest; the naive decoder runs once. The model: --weights, or the preset
 trained here on --train-source/--train-target until its dev outputs stop where translations end
-(trained()), or a random preset (outputs run to the maximum length: a worst case). --reference
-adds the output/reference length (13a) and sacreBLEU. docs/benchmarks.md has the figures.
+(trained(), alpha then chosen on dev), or a random preset (outputs run to the maximum length: a
+worst case; with --max-length-offset 0 each stops at its source's length, a speed proxy needing
+no trained model). --reference adds the output/reference length (13a) and sacreBLEU. The record
+is written to --out after training and after each timing, so a run cut short keeps what it
+measured. docs/benchmarks.md has the figures.
 
     python bench/decode_speed.py --preset tiny --sentences 100     # CPU-sized
     python bench/decode_speed.py --profile decode.prof.txt         # and where the time goes
-    python bench/decode_speed.py --cache-ab --compile-ab           # also the other layout, compiled
+    python bench/decode_speed.py --cache-ab --max-length-offset 0  # the other layout; the proxy
     python bench/decode_speed.py --ab-commit C1 --ab-commit C2     # A/B: each commit vs its parent
     python bench/decode_speed.py --train-source src-train.txt --train-target tgt-train.txt \
         --train-steps 2000 --train-seconds 50 --dev-source newstest2013.en \
@@ -37,6 +40,7 @@ import numpy as np
 import sentencepiece as spm
 import torch
 import train_throughput
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 from aiayn.decode.lengths import bleu_and_length
 from aiayn.decode.search import default_drop_every
@@ -74,8 +78,8 @@ def trained(config, processor, args, workdir: Path) -> tuple[Transformer, dict]:
     --train-warmup steps. It stops after --train-steps or --train-seconds, or once the model
     stops where a translation ends: every --dev-every steps the first --dev-sentences of
     --dev-source are translated, and it stops when their length is 0.8-1.25 times the
-    reference's (chosen on dev; the timed test set is never looked at). Fixed recipes left the
-    outputs empty or 4x too long (docs/benchmarks.md, the fifth lend)."""
+    reference's and each sentence passes dev_gates (chosen on dev; the timed test set is never
+    looked at). Fixed recipes left the outputs empty or 4x too long (the fifth lend)."""
     corpus = [[np.array(processor.encode(line)) for line in path.read_text("utf-8").splitlines()]
               for path in (args.train_source, args.train_target)]  # fmt: skip
     warmup = min(args.train_warmup, args.train_steps)
@@ -95,10 +99,10 @@ def trained(config, processor, args, workdir: Path) -> tuple[Transformer, dict]:
         losses.append(loss / tokens)  # label-smoothed, per target token
         if args.dev_source and (step % args.dev_every == 0 or step == args.train_steps):
             model = fp32_copy(trainer, config)
-            ratio = dev_length_ratio(model, dev_sentences, dev_references, processor, args)
-            dev.append({"step": step, "loss": round(losses[-1], 3), "length_ratio": ratio})
-            if 0.8 <= ratio <= 1.25:
-                stopped_by = "dev length"
+            gates = dev_gates(model, dev_sentences, dev_references, processor, args)
+            dev.append({"step": step, "loss": round(losses[-1], 3), **gates})
+            if gates["passed"]:
+                stopped_by = "dev gates"
                 break
         if args.train_seconds and time.perf_counter() - began > args.train_seconds:
             stopped_by = "seconds"
@@ -120,13 +124,44 @@ def fp32_copy(trainer, config) -> Transformer:
 
 def search_settings(args) -> DecodeSettings:
     """The beam search timed, and the one the dev checks use."""
-    return DecodeSettings(beam=args.beam, alpha=0.6, batch_tokens=args.batch_tokens)
+    return DecodeSettings(beam=args.beam, alpha=args.alpha, batch_tokens=args.batch_tokens,
+                          max_length_offset=args.max_length_offset)  # fmt: skip
 
 
-def dev_length_ratio(model, sentences, references, processor, args) -> float:
-    """Output over reference length (13a tokens) on the first --dev-sentences of the dev set."""
+def dev_gates(model, sentences, references, processor, args) -> dict:
+    """Whether the model stops where translations end, on the first --dev-sentences of the dev
+    set: output over reference length (13a tokens) for the whole and the median sentence in
+    0.8-1.25, at most 2% of outputs at the length limit, at most 2% empty."""
     hypotheses, _ = translate(model, sentences, search_settings(args), desc="dev")
-    return length_figures(hypotheses, processor, references)["output_to_reference_length"]
+    words = Tokenizer13a()
+    lines = detokenized(processor, hypotheses)
+    pairs = zip(lines, references[: len(lines)], strict=True)
+    ratios = [len(words(line).split()) / max(1, len(words(ref).split())) for line, ref in pairs]
+    ends = zip(hypotheses, sentences, strict=True)
+    at_limit = [len(h.tokens) >= len(source) + args.max_length_offset for h, source in ends]
+    whole = length_figures(hypotheses, processor, references)["output_to_reference_length"]
+    figures = {"length_ratio": whole, "median_sentence_ratio": round(float(np.median(ratios)), 3),
+               "at_length_limit": round(float(np.mean(at_limit)), 4),
+               "empty": round(float(np.mean([not h.tokens for h in hypotheses])), 4)}  # fmt: skip
+    lengths_fit = all(0.8 <= figures[k] <= 1.25 for k in ("length_ratio", "median_sentence_ratio"))
+    ends_fit = figures["at_length_limit"] <= 0.02 and figures["empty"] <= 0.02
+    return figures | {"passed": lengths_fit and ends_fit}
+
+
+def chosen_alpha(model, processor, args) -> dict:
+    """The length penalty's alpha with the best sacreBLEU on the dev sentences (--alphas; the
+    paper chose its alpha on dev too); args.alpha becomes it."""
+    lines = args.dev_source.read_text(encoding="utf-8").splitlines()[: args.dev_sentences]
+    sentences = [np.array(processor.encode(line)) for line in lines]
+    references = args.dev_reference.read_text(encoding="utf-8").splitlines()
+    bleu = {}
+    for alpha in args.alphas:
+        found, _ = translate(
+            model, sentences, replace(search_settings(args), alpha=alpha), desc="alpha"
+        )
+        bleu[alpha] = length_figures(found, processor, references)["sacrebleu"]
+    args.alpha = max(bleu, key=bleu.get)
+    return {"dev_bleu_by_alpha": bleu, "alpha": args.alpha}
 
 
 def length_figures(hypotheses, processor, references: list[str] | None) -> dict:
@@ -247,16 +282,14 @@ def naive_figures(model, sentences, settings, ours, ours_figures, skip: bool) ->
 
 
 def variant_figures(model, sentences, settings, ours, ours_figures, args) -> dict:
-    """Ours again with one decode setting changed, `--repeats` times each: --cache-ab the
-    ancestry cache, --compile-ab the compiled step (its first run pays for compiling, so it
-    runs once more). Each one's fastest figures, its speed relative to ours, and whether it
-    translates the same."""
+    """Ours again with --cache-ab's ancestry cache, `--repeats` times: its fastest figures, its
+    speed relative to ours, and whether it translates the same. (The compiled step's A/B is
+    retired: docs/benchmarks.md.)"""
     variants = {"ancestry": {"cache": "ancestry"}} if args.cache_ab else {}
-    variants |= {"compiled": {"compile": True}} if args.compile_ab else {}
     record = {}
     for name, change in variants.items():
-        variant, repeats = replace(settings, **change), args.repeats + (name == "compiled")
-        runs = [run(model, sentences, variant, True, args.drop_every) for _ in range(repeats)]
+        variant = replace(settings, **change)
+        runs = [run(model, sentences, variant, True, args.drop_every) for _ in range(args.repeats)]
         hypotheses, figures = min(runs, key=lambda r: r[1]["seconds"])
         record[f"ours_{name}"] = figures
         record[f"{name}_speedup"] = round(ours_figures["seconds"] / figures["seconds"], 2)
@@ -304,6 +337,9 @@ def main() -> None:
     add("--dev-every", type=int, default=100, help="steps between dev checks")
     add("--reference", type=Path, help="the source's reference translations")
     add("--beam", type=int, default=4)
+    add("--alpha", type=float, default=0.6, help="the length penalty (trained: chosen on dev)")
+    add("--alphas", type=float, nargs="+", default=[0.6, 1.0, 1.4], help="tried on dev")
+    add("--max-length-offset", type=int, default=50, help="outputs stop at source length + N")
     add("--batch-tokens", type=int, default=4000)
     add("--repeats", type=int, default=2, help="runs of ours and HF each; the fastest counts")
     add("--no-naive", action="store_true", help="skip the naive decoder (many times slower)")
@@ -311,7 +347,6 @@ def main() -> None:
     add("--no-peer", action="store_true", help="skip HF generate()")
     add("--ct2", action="store_true", help="also CTranslate2, float32 and int8 (the export extra)")
     add("--cache-ab", action="store_true", help="also decode with decode.cache ancestry")
-    add("--compile-ab", action="store_true", help="also decode with decode.compile")
     add("--ab-against", metavar="REVISION", help="also decode with that revision's src/ (ab.py)")
     add("--ab-commit", metavar="COMMIT", action="append", default=[],
         help="also decode with that commit's src/ and its parent's (repeatable)")  # fmt: skip
@@ -335,46 +370,48 @@ def main() -> None:
         from aiayn.train.engine import init_process
 
         init_process()  # the trainer's one-process group
+    record = {**benchlib.header("decode_speed", device), "model": args.weights or model_name(args)}
     with tempfile.TemporaryDirectory() as workdir:
         model, processor, training = model_and_subword(args, device, Path(workdir))
+        if training:  # kept even if the timing below is cut short
+            record["training"] = training | (chosen_alpha(model, processor, args)
+                                             if args.dev_source else {})  # fmt: skip
+            written(record, args)
         translators = ct2_translators(model, processor, Path(workdir), device) if args.ct2 else {}
         model.to(device)
     sentences = [np.array(processor.encode(line)) for line in lines]
     settings = search_settings(args)
+    record |= {"source": f"{args.source.name}, {len(sentences)} sentences", "beam": args.beam,
+               "alpha": args.alpha, "max_length_offset": args.max_length_offset,
+               "batch_tokens": args.batch_tokens, "repeats": args.repeats,
+               "drop_every": args.drop_every or default_drop_every(device)}  # fmt: skip
     peers = {f"ct2_{kind}": functools.partial(run_ct2, translator, sentences, processor, args)
              for kind, translator in translators.items()}  # fmt: skip
     if marian.available() and not args.no_peer:
         peer_model = marian.marian_from_ours(model).eval()
         peers["hf"] = functools.partial(run_peer, peer_model, sentences, args)
     (ours, ours_figures), fastest = fastest_runs(model, peers, sentences, settings, args)
-    ab_figures = {}
+    record["ours_cached"] = ours_figures | length_figures(ours, processor, references)
+    written(record, args)
+    record |= naive_figures(model, sentences, settings, ours, ours_figures, args.no_naive)
+    record |= variant_figures(model, sentences, settings, ours, ours_figures, args)
+    record |= peer_figures(ours, ours_figures, fastest.get("hf"), args.no_peer)
+    record |= ct2_figures(ours, ours_figures, fastest)
+    written(record, args)
     if args.ab_against:
-        ab_figures["ab"] = ab.compare(model, sentences, settings, args.ab_against, args.repeats)
+        record["ab"] = ab.compare(model, sentences, settings, args.ab_against, args.repeats)
     if args.ab_commit:
-        ab_figures["ab_commits"] = [
-            ab.compare_commit(model, sentences, settings, commit, args.repeats)
-            for commit in args.ab_commit
-        ]
+        record["ab_commits"] = [ab.compare_commit(model, sentences, settings, commit, args.repeats)
+                                for commit in args.ab_commit]  # fmt: skip
     if args.profile:
         write_profile(model, sentences, settings, args.profile)
-    record = {
-        **benchlib.header("decode_speed", device),
-        "model": args.weights or model_name(args),
-        **({"training": training} if training else {}),
-        "source": f"{args.source.name}, {len(sentences)} sentences",
-        "beam": args.beam,
-        "alpha": 0.6,
-        "batch_tokens": args.batch_tokens,
-        "repeats": args.repeats,
-        "drop_every": args.drop_every or default_drop_every(device),
-        "ours_cached": ours_figures | length_figures(ours, processor, references),
-        **naive_figures(model, sentences, settings, ours, ours_figures, args.no_naive),
-        **variant_figures(model, sentences, settings, ours, ours_figures, args),
-        **peer_figures(ours, ours_figures, fastest.get("hf"), args.no_peer),
-        **ct2_figures(ours, ours_figures, fastest),
-        **ab_figures,
-    }
     benchlib.finish(record, args, device)
+
+
+def written(record: dict, args) -> None:
+    """The record so far to --out: a run cut at its cap keeps what it measured."""
+    if args.out is not None:
+        benchlib.write_json(args.out, record)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
 
 The parts run in PARTS order, what matters first, each under its cap (PART_CAPS_S; together they
 fit the call's budget, so a call that started late still returns the headline figures): the
-device's packages and matmul rates, base's training step, base's decoding of newstest2014,
+device's packages and matmul rates, base's training step, base's decoding of newstest2014
+(a random model's outputs capped at source length, then a trained model's),
 big's step, then the extras by name (EXTRAS) with what is left. A part that fails says so in
 suite.json and the others still run. The run ends with the hours Table 2's training would take
 on one such device. Each result is written under --out the moment it exists, so a call cut at
@@ -35,12 +36,12 @@ import benchlib  # bench/, beside this script
 PROJECT = benchlib.PROJECT
 PACK = PROJECT / ".device"
 SHARED_DATA = Path(os.environ.get("AIAYN_SHARED_DATA", PROJECT.parent / "shared" / "data"))
-PARTS = ("device", "train_base", "decode_base", "train_big", "extras", "multi30k")
+PARTS = ("device", "train_base", "decode_proxy", "decode_base", "train_big", "extras", "multi30k")
 ONE_CALL = PARTS[:-1]  # the default; Multi30k on the GPU is a command for a later lend
 # Seconds each may take at most; None: whatever the budget has left. The install and the capped
 # parts of ONE_CALL fit CALL_BUDGET_S together (a test checks).
-PART_CAPS_S = {"install": 40, "device": 10, "train_base": 55,
-               "decode_base": 140, "train_big": 55, "extras": None, "multi30k": None}  # fmt: skip
+PART_CAPS_S = {"install": 40, "device": 10, "train_base": 55, "decode_proxy": 20,
+               "decode_base": 120, "train_big": 55, "extras": None, "multi30k": None}  # fmt: skip
 CALL_BUDGET_S = 300  # of the device's 15 minutes a session: room for an A/B call after it
 CALL_TIMEOUT_S = CALL_BUDGET_S + 60  # the device call's timeout_s: the budget, then collecting
 # On a CPU shared with other tests, from cold caches, caps and budget stretch by this much: a
@@ -282,11 +283,11 @@ SMOKE_TRAIN = ["--presets", "tiny", "--tokens", 1000, "--vocab", 500, "--steps",
 SMOKE_TRAIN_SIZES = {"base": [*SMOKE_TRAIN, "--batch-tokens", 1000],
                      "big": [*SMOKE_TRAIN, "--batch-tokens", 500]}  # fmt: skip
 # ours (on CUDA, DeepSpeed's bf16 optimizer with ZeRO 1 and flat bf16 gradients, the loss through
-# torch.compile); its A/B, the step that never waits for the device; HF Marian
-HEADLINE_TRAINERS = "ours,ours_sync_free,hf"
-# base also in fp16 (dynamic loss scaling), what `auto` picks on a V100 or T4: speed and
-# loss_per_token beside bf16's
-BASE_TRAINERS = HEADLINE_TRAINERS + ",ours_fp16"
+# torch.compile) and its A/Bs: the step that never waits for the device, for base the fused
+# Q/K/V projections and fp16 (dynamic loss scaling, what `auto` picks on a V100 or T4), for big
+# one micro-batch of 25000 tokens. HF Marian (2.7-5.5x slower in every call) is an extra.
+BASE_TRAINERS = "ours,ours_sync_free,ours_fused_qkv,ours_fp16"
+BIG_TRAINERS = "ours,ours_sync_free,ours_one_micro_batch"
 
 
 def train_run(args, deadline, preset: str, trainers: str | None, profile=False) -> str:
@@ -332,8 +333,8 @@ SMOKE_DECODE_TRAINING = ["--train-steps", 3, "--train-tokens", 1000, "--train-wa
 
 def decode_run(args, deadline, preset: str, *options, trained: bool = False) -> str:
     """One decode_speed.py run on all of newstest2014 (12 sentences at smoke size), 16k source
-    tokens a batch, ours and generate() once each (`trained`: on base trained on the WMT
-    sample first); appended to decode_speed.json's runs."""
+    tokens a batch, once (`trained`: on base trained on the WMT sample first, alpha chosen on
+    newstest2013); appended to decode_speed.json's runs, also what a run cut at its cap wrote."""
     record = args.out / "decode_speed.run.json"
     size = SMOKE_DECODE if args.smoke else ["--preset", preset, "--batch-tokens", 16000]
     command = python("decode_speed.py", "--source", data_file("newstest2014.en-de.en"), *size,
@@ -347,10 +348,10 @@ def decode_run(args, deadline, preset: str, *options, trained: bool = False) -> 
     if "--profile" not in options:
         command.append("--no-naive")
     status = run_capped(command, deadline, args.out)
-    if status == "done":
+    if record.exists():
         path = args.out / "decode_speed.json"
         runs = json.loads(path.read_text())["runs"] if path.exists() else []
-        runs.append(json.loads(record.read_text()))
+        runs.append(json.loads(record.read_text()) | ({} if status == "done" else {"cut": status}))
         benchlib.write_json(path, {"bench": "decode_speed", "runs": runs})
         record.unlink()
     return status
@@ -358,40 +359,40 @@ def decode_run(args, deadline, preset: str, *options, trained: bool = False) -> 
 
 def part_runs(args) -> dict:
     """The parts and the extras by name, each a function of its deadline. The extras, most
-    wanted first: base with each attention's Q/K/V projections fused (#46 item 2); base with
-    each layer compiled on its own (#46's compile by region, its compile time in the warm-up's
-    seconds); our step's profile; the loss kernels against one whole log-softmax; the naive
-    trainer; the naive decoder with the decoder's profile; the compiled decoder step; big's
-    naive trainer and profile; base with train.compile (whole model; never finished in 90 s)."""
+    wanted first: base with each layer compiled on its own (#46's compile by region, its
+    compile time in the warm-up's seconds); our step's profile; the loss kernels against one
+    whole log-softmax; the HF Marian trainer; the naive trainer; the naive decoder with the
+    decoder's profile; big's naive trainer and profile. Retired, their figures in
+    docs/benchmarks.md: ZeRO 2, bf16 autocast, the whole model and the decoder step compiled."""
     loss_size = ["--rows", 600, "--vocab", 3000, "--repeats", 1] if args.smoke else []
     return {
         "device": lambda deadline: run_capped(python("gpu_suite.py", "measure-device", "--out",
             args.out / "device.json", *(["--smoke"] if args.smoke else [])), deadline, args.out),
         "train_base": lambda deadline: train_run(args, deadline, "base", BASE_TRAINERS),
+        # a random base whose every output stops at its source's length: speed, no training
+        "decode_proxy": lambda deadline: decode_run(args, deadline, "base", "--no-peer",
+                                                    "--max-length-offset", 0),
         "decode_base": lambda deadline: decode_run(args, deadline, "base", "--cache-ab",
-                                                   trained=True),
-        "train_big": lambda deadline: train_run(args, deadline, "big", HEADLINE_TRAINERS),
+                                                   "--no-peer", trained=True),
+        "train_big": lambda deadline: train_run(args, deadline, "big", BIG_TRAINERS),
         "multi30k": lambda deadline: multi30k_part(args, deadline),
         # the extras
-        "fused_qkv": lambda deadline: train_run(args, deadline, "base", "ours_fused_qkv"),
         "compiled_layers": lambda deadline: train_run(args, deadline, "base",
                                                       "ours_compiled_layers"),
         "train_profile": lambda deadline: train_run(args, deadline, "base", None, profile=True),
         "loss": lambda deadline: run_capped(python("loss_speed.py", *loss_size, "--out",
                                             args.out / "loss_speed.json"), deadline, args.out),
+        "hf_trainer": lambda deadline: train_run(args, deadline, "base", "hf"),
         "naive_trainer": lambda deadline: train_run(args, deadline, "base", "naive"),
         "decode_profile": lambda deadline: decode_run(args, deadline, "base", "--profile",
                                                       args.out / "decode.prof.txt"),
-        "decode_compiled": lambda deadline: decode_run(args, deadline, "base", "--compile-ab",
-                                                       "--no-peer"),
         "big_profile": lambda deadline: train_run(args, deadline, "big", "naive", profile=True),
-        "compiled_model": lambda deadline: train_run(args, deadline, "base", "ours_compiled"),
     }  # fmt: skip
 
 
 EXTRAS = tuple(n for n in part_runs(argparse.Namespace(smoke=0, out=Path())) if n not in PARTS)
 # At smoke size (CI), the extras whose code paths no other part takes.
-SMOKE_EXTRAS = ("train_profile", "loss", "naive_trainer", "decode_profile")
+SMOKE_EXTRAS = ("train_profile", "loss", "hf_trainer", "naive_trainer", "decode_profile")
 
 
 def projected_hours(rows: list[dict]) -> dict:
@@ -565,7 +566,12 @@ def collect(args) -> None:
     if (source / "decode_speed.json").exists():
         runs = json.loads((source / "decode_speed.json").read_text())["runs"]
         save({"bench": "decode_speed_sweep", "runs": runs})
-        save(runs[0])  # the decode_base part's run (decode_speed), quoted in docs
+        proxy = [run_ for run_ in runs if run_.get("max_length_offset") == 0]
+        trained = [run_ for run_ in runs if "training" in run_]
+        if proxy:  # decode_proxy's run: a random base, outputs capped at source length
+            save(proxy[0], "decode_proxy")
+        if trained:  # decode_base's run, on a model trained to stop: quoted in docs
+            save(trained[0])
     found = source / "suite.json"
     suite = json.loads(found.read_text()) if found.exists() else {}
     if set(suite.get("parts", {})) - {"multi30k"}:  # what ran, how long each part took

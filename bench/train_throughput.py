@@ -70,9 +70,10 @@ def flops_per_step(config, batches) -> float:
 def bench_settings(args, **changes) -> TrainSettings:
     """The trainer's settings (seed, padding, ...) at the bench's batch size and --precision,
     with `changes` (an A/B's train settings, e.g. zero_stage=2)."""
-    precision = {"precision": args.precision} if getattr(args, "precision", None) else {}
-    return TrainSettings(tokens_per_step=args.tokens, tokens_per_batch=args.batch_tokens,
-                         checkpoint_every_minutes=None, **precision | changes)  # fmt: skip
+    settings = {"tokens_per_step": args.tokens, "tokens_per_batch": args.batch_tokens,
+                "checkpoint_every_minutes": None}  # fmt: skip
+    settings |= {"precision": args.precision} if getattr(args, "precision", None) else {}
+    return TrainSettings(**settings | changes)
 
 
 def batch_plan(corpus, args):
@@ -161,10 +162,11 @@ def fused_attention(self, widths, query, key, value, mask=None, return_weights=F
 def ours(config, corpus, args, device, by_layer=False, fused_qkv=False,
          profile_to: Path | None = None, **changes):  # fmt: skip
     """The trainer's own step (no checkpoints, no evaluation) on the corpus, with the train
-    settings `changes` (`compile=True` as `train.compile: true` runs it), with `by_layer` each
-    layer compiled on its own, with `fused_qkv` each attention's projections fused. The
-    warm-up steps pay for compiling: their seconds are recorded. With `profile_to`, the timed
-    steps run under torch.profiler instead, and its table is appended there."""
+    settings `changes` (`tokens_per_batch=args.tokens`: one micro-batch a step), with
+    `by_layer` each layer compiled on its own, with `fused_qkv` each attention's projections
+    fused. The warm-up steps pay for compiling: their seconds are recorded. Besides tokens per
+    second, what the step held and took (step_figures). With `profile_to`, the timed steps run
+    under torch.profiler instead, and its table is appended there."""
     with tempfile.TemporaryDirectory() as folder:
         settings = bench_settings(args, **changes)
         edit = fuse_projections if fused_qkv else None
@@ -184,8 +186,9 @@ def ours(config, corpus, args, device, by_layer=False, fused_qkv=False,
         warmup_seconds = benchlib.warm_up(step, args.warmup, device)
         labels = {"precision": trainer.precision, "loss_kernel": trainer.steps.loss_kernel,
                   "warmup_seconds": round(warmup_seconds, 1)}  # fmt: skip
-        timed_from = len(losses)
-        tokens_per_s = measure(step, args.steps, 0, device)
+        timed_from, before = len(losses), dict(trainer.state)
+        tokens_per_s, timing = benchlib.timed_steps(step, args.steps, device)
+        labels |= step_figures(before, trainer.state, args.steps) | timing
         # the same seed, data and steps in every trainer of ours: precisions compare by it
         timed = losses[timed_from:]
         labels["loss_per_token"] = round(sum(map(float, (loss for loss, _ in timed)))
@@ -195,6 +198,16 @@ def ours(config, corpus, args, device, by_layer=False, fused_qkv=False,
             labels["skipped_steps"] = trainer.state["skipped_steps"]
             labels["sync_free"] = sync_free_mode(settings, trainer.engine)
         return tokens_per_s, labels
+
+
+def step_figures(before: dict, after: dict, steps: int) -> dict:
+    """What the timed steps held, from the trainer's own counters: real target tokens a step
+    (the "25000-token" step holds fewer: the padded limit closes batches early) and the padded
+    target tokens the device computed per real one."""
+    real = after["target_tokens"] - before["target_tokens"]
+    padded = after["padded_target_tokens"] - before["padded_target_tokens"]
+    return {"real_target_tokens_per_step": round(real / steps),
+            "padded_per_real_target_token": round(padded / real, 3)}  # fmt: skip
 
 
 def append_profile(step, config, args, device, path: Path) -> None:
@@ -297,13 +310,10 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
     "ours": ("ours", ours),
     "hf": ("hf_marian", hugging_face),
     "naive": ("naive_fp32_nn_transformer", naive),
-    "ours_compiled": ("ours_compiled", functools.partial(ours, compile=True)),
     "ours_compiled_layers": ("ours_compiled_layers", functools.partial(ours, by_layer=True)),
     # A/B of the loss (ours: train.loss_kernel auto, compiled on CUDA): each kernel by name
     "ours_sliced_loss": ("ours_sliced_loss", functools.partial(ours, loss_kernel="sliced")),
     "ours_compiled_loss": ("ours_compiled_loss", functools.partial(ours, loss_kernel="compiled")),
-    # A/B of the optimizer path: fp32 weights, bf16 autocast, torch's fused Adam in one kernel
-    "ours_autocast": ("ours_bf16_autocast", functools.partial(ours, precision="bf16-autocast")),
     # fp16 with dynamic loss scaling, what `auto` picks on a V100 or T4 (7.x), against bf16
     "ours_fp16": (
         "ours_fp16",
@@ -313,15 +323,16 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
             else ours(*run, precision="fp16")
         ),
     ),  # fmt: skip
-    # and ZeRO 2's flat fp32 buffers (one norm, one Adam over them) for the bf16 optimizer's
-    # parameter-by-parameter tail (#46 item 1); it sums gradients in fp32 as ZeRO 1 does, but ran
-    # slower on one GPU (docs/benchmarks.md, the fifth lend)
-    "ours_zero2": ("ours_zero2", functools.partial(ours, zero_stage=2)),
     # ours' flat bf16 gradients (train.flat_gradients) against DeepSpeed's bf16 optimizer as
     # shipped, parameter by parameter
     "ours_per_parameter_grads": (
         "ours_per_parameter_grads",
         functools.partial(ours, flat_gradients=False),
+    ),
+    # big's step as one micro-batch of 25000 tokens rather than two (memory permitting)
+    "ours_one_micro_batch": (
+        "ours_one_micro_batch",
+        lambda *run: ours(*run, tokens_per_batch=run[2].tokens),
     ),
     # each attention's Q/K/V projections as one matrix product (#46 item 2): fuse_projections
     "ours_fused_qkv": ("ours_fused_qkv", functools.partial(ours, fused_qkv=True)),

@@ -60,28 +60,39 @@ def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
     device = json.loads((out / "device.json").read_text())
     assert device["bf16_tflops"] > 0 and device["fp32_tflops"] > 0 and device["torch"]
     assert device["packages"]["deepspeed"] == version("deepspeed")  # what the call ran on
-    # decode_base first (ours and generate(), no naive), then the extras' naive decoder
+    # decode_proxy (a random model, outputs capped at source length), decode_base (trained;
+    # no generate() in the headline, no naive), then the extras' naive decoder
     decode = json.loads((out / "decode_speed.json").read_text())["runs"]
-    assert [run["batch_tokens"] for run in decode] == [400, 400]
-    assert [run["repeats"] for run in decode] == [1, 1]
-    assert decode[0]["naive_recompute"] == "skipped: --no-naive"
-    assert decode[0]["hf_marian_generate"]["seconds"] > 0
-    assert decode[0]["ancestry_same_translations"] == 1.0  # decode_base's cache A/B, in fp32
+    assert [run["batch_tokens"] for run in decode] == [400, 400, 400]
+    assert [run["repeats"] for run in decode] == [1, 1, 1]
+    assert [run["max_length_offset"] for run in decode] == [0, 50, 50]
+    proxy, trained = decode[0], decode[1]
+    assert proxy["model"].startswith("tiny (random initialisation") and "cut" not in proxy
+    assert trained["naive_recompute"] == "skipped: --no-naive"
+    assert trained["hf_marian_generate"] == "skipped: --no-peer"
+    assert trained["ancestry_same_translations"] == 1.0  # decode_base's cache A/B, in fp32
     # decode_base times a model our trainer trained first, and how long its outputs are
-    assert decode[0]["model"].startswith("tiny trained on src-train.txt, 1000 target tokens a step")
-    assert decode[0]["ours_cached"]["output_to_reference_length"] >= 0
-    training = decode[0]["training"]  # checked on newstest2013 at steps 2 and 3, or stopped at 2
-    assert training["dev"][0]["step"] == 2 and training["dev"][0]["length_ratio"] > 0
-    assert training["dev"][-1]["step"] == training["steps"] and training["first_loss"] > 0
-    last_ratio = training["dev"][-1]["length_ratio"]
-    assert (training["stopped_by"] == "dev length") == (0.8 <= last_ratio <= 1.25)
-    assert training["steps"] == 3 or training["stopped_by"] == "dev length"
-    assert decode[1]["model"].startswith("tiny (random initialisation")
-    assert decode[1]["same_translations"] == 1.0 and decode[1]["speedup"] > 0
+    assert trained["model"].startswith("tiny trained on src-train.txt, 1000 target tokens a step")
+    assert trained["ours_cached"]["output_to_reference_length"] >= 0
+    training = trained["training"]  # checked on newstest2013 at steps 2 and 3, or stopped at 2
+    first, last = training["dev"][0], training["dev"][-1]
+    assert first["step"] == 2 and first["length_ratio"] > 0 and 0 <= first["empty"] <= 1
+    assert 0 <= first["at_length_limit"] <= 1 and first["median_sentence_ratio"] >= 0
+    assert last["step"] == training["steps"] and training["first_loss"] > 0
+    assert (training["stopped_by"] == "dev gates") == last["passed"]
+    assert last["passed"] == (0.8 <= last["length_ratio"] <= 1.25 and last["empty"] <= 0.02
+                              and 0.8 <= last["median_sentence_ratio"] <= 1.25
+                              and last["at_length_limit"] <= 0.02)  # fmt: skip
+    assert training["steps"] == 3 or training["stopped_by"] == "dev gates"
+    by_alpha = training["dev_bleu_by_alpha"]  # alpha chosen on dev, then the test set timed
+    assert len(by_alpha) == 3 and trained["alpha"] == training["alpha"]
+    assert by_alpha[str(training["alpha"])] == max(by_alpha.values())
+    assert decode[2]["model"].startswith("tiny (random initialisation")
+    assert decode[2]["same_translations"] == 1.0 and decode[2]["speedup"] > 0
     assert "aten::" in (out / "decode.prof.txt").read_text()
     train = json.loads((out / "train_throughput.json").read_text())
     assert train["measured_peak_tflops"] == device["bf16_tflops"]
-    # one row per preset, merged from the parts' runs: ours, ours without waits, HF and naive
+    # one row per preset, merged from the parts' runs: ours and its A/Bs; HF and naive (extras)
     (row,) = train["results"]
     ours = row["ours"]["target_tokens_per_s"]
     assert row["preset"] == "tiny" and ours > 0 and row["model_flops_per_target_token"] > 0
@@ -97,6 +108,14 @@ def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
         without_waits["target_tokens_per_s"] / ours, abs=0.01
     )
     assert row["ours"]["loss_kernel"] == "sliced" and row["ours"]["warmup_seconds"] > 0
+    step = row["ours"]  # what the step held and took (#67): real tokens, not the budget
+    assert (
+        0 < step["real_target_tokens_per_step"] <= 1000
+        and step["padded_per_real_target_token"] >= 1
+    )
+    assert 0 < step["host_step_ms"] <= step["step_ms"] and step["device_step_ms"] is None
+    assert step["peak_memory_mib"] > 0 and step["peak_memory_of"] == "process RSS"
+    assert row["fused_qkv_speedup"] > 0 and row["one_micro_batch_speedup"] > 0  # the A/Bs ran
     assert row["ours"]["precision"] == without_waits["precision"] == "bf16"
     # base also in fp16 (what a V100 gets), on a GPU only; every run of ours says its loss
     assert row["ours_fp16"] == "skipped: fp16 needs a CUDA GPU"
@@ -126,6 +145,7 @@ def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
     results = checkout / "bench" / "results"
     assert sorted(path.name for path in results.iterdir()) == [
         "decode_profile-gpu.txt",
+        "decode_proxy-gpu.json",
         "decode_speed-gpu.json",
         "decode_speed_sweep-gpu.json",
         "device-gpu.json",
@@ -135,7 +155,8 @@ def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
         "train_throughput-gpu.json",
     ]
     quoted = json.loads((results / "decode_speed-gpu.json").read_text())
-    assert quoted == decode[0]  # the headline run, base at 16k tokens, in bench's own format
+    assert quoted == trained  # the headline run, base at 16k tokens, in bench's own format
+    assert json.loads((results / "decode_proxy-gpu.json").read_text()) == proxy
     assert json.loads((results / "suite-gpu.json").read_text())["parts"] == report["parts"]
     assert (checkout / "results" / "multi30k_gpu" / "run.json").exists()
     assert (checkout / "results" / "multi30k_gpu" / "tables" / "table2.md").exists()
@@ -148,6 +169,7 @@ def test_one_call_takes_the_headline_figures_first_and_its_caps_fit_its_budget()
     assert gpu_suite.ONE_CALL == (
         "device",
         "train_base",
+        "decode_proxy",
         "decode_base",
         "train_big",
         "extras",
@@ -165,10 +187,10 @@ def test_the_extras_are_picked_by_name():
     """The smoke run's extras and a call's --extras name them, so that a new extra moves no
     other; an unknown name is refused before anything runs."""
     assert set(gpu_suite.SMOKE_EXTRAS) <= set(gpu_suite.EXTRAS)
-    assert gpu_suite.EXTRAS[:3] == ("fused_qkv", "compiled_layers", "train_profile")  # wanted first
+    assert gpu_suite.EXTRAS[:3] == ("compiled_layers", "train_profile", "loss")  # wanted first
     result = suite("run", "--out", "unused", "--extras", "loss,no_such_extra")
     assert result.returncode == 2 and "no_such_extra" in result.stderr
-    assert "decode_compiled" in result.stderr  # the message lists the names there are
+    assert "hf_trainer" in result.stderr  # the message lists the names there are
 
 
 def test_a_failed_install_is_logged_and_the_parts_run_on_what_is_there(tmp_path):
@@ -239,7 +261,7 @@ def test_a_bare_environment_installs_the_pack_with_no_index_and_takes_the_headli
         gpu_suite.CALL_PACKAGES
     )
     (row,) = json.loads((out / "train_throughput.json").read_text())["results"]
-    assert {"ours", "ours_sync_free", "hf_marian"} <= set(row)
+    assert {"ours", "ours_sync_free", "ours_fused_qkv"} <= set(row)
     decode = json.loads((out / "decode_speed.json").read_text())["runs"]
     assert len(decode) == 1 and decode[0]["ours_cached"]["seconds"] > 0
 
