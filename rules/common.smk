@@ -112,19 +112,16 @@ def treebank_contents(wildcards):
 
 
 def trainer_data(wildcards):
-    """The binarized train and dev splits an experiment reads, and for a parser that parses dev
-    as it trains (train.dev_parse_sentences), the files those parses read."""
+    """The binarized train and dev splits an experiment reads, and the files its dev monitor
+    reads (a parser's dev parses, a translation's dev BLEU: experiments.dev_monitor)."""
     name = plan.runs.dataset(wildcards.experiment)
     dev = plan.runs.entry(wildcards.experiment)["dev_split"]
-    files = plan.runs.trainer_spec(wildcards.experiment).get("dev_parse", {})
+    monitor = plan.runs.trainer_spec(wildcards.experiment).get("dev_monitor", {})
     return {
         "train_data": plan.data.split_sides("bin", name, "train", (".bin", ".idx")),
         "dev_data": plan.data.split_sides("bin", name, dev, (".bin", ".idx")),
         "subword": paths.subword_file("model", name),  # its hash goes into the weights
-        "dev_parse": [
-            files[key] for key in ("words", "gold_trees", "subword") if key in files
-        ]
-        + files.get("lexicon", []),
+        "dev_monitor": monitor.get("inputs", []),
     }
 
 

@@ -81,7 +81,8 @@ def test_patience_resumed_from_its_state_stops_where_an_unbroken_run_stops():
     for i in range(3):  # a checkpoint in the middle of the patience
         assert not killed.update(i, {"dev_bleu": bleu[i]})
     saved = json.loads(json.dumps(killed.state_dict()))  # as the checkpoint stores it
-    resumed = EarlyStopping.from_state(saved)
+    resumed = EarlyStopping(metric="dev_bleu", patience=3, min_improvement=0.1)
+    resumed.restore(saved)
     again = next(i for i in range(3, len(bleu)) if resumed.update(i, {"dev_bleu": bleu[i]}))
     assert again == stopped_at and resumed.reason() == unbroken.reason()
     assert "dev_bleu did not improve by 0.1 for 3 dev evaluations" in unbroken.reason()

@@ -283,3 +283,24 @@ def test_the_report_front_page_names_the_study_its_command_commit_and_tables(tmp
     assert "Made by ``snakemake --cores all`` at commit ``abc1234``" in page
     assert "``results/toy/tables/``" in page and "``tiny_one_head``" in page
     assert "{" not in page  # Snakemake renders the page with Jinja first
+
+
+def test_table2_says_which_checkpoints_each_averaged_model_averages():
+    """train.json's average_rule (#65): one line when every experiment shares the rule, a line
+    per rule otherwise; nothing for a train.json written before the rule was recorded."""
+    runs = seeded_results()
+    last = {"rule": "last", "count": 5}
+    for run in runs:
+        run.summary["average_rule"] = last
+    assert layout.table2(runs).footnotes[-1] == (
+        "Averaged models: the last 5 checkpoints (the paper's rule)."
+    )
+    for run in runs[3:]:
+        run.summary["average_rule"] = {"rule": "best", "by": "dev_bleu", "count": 5}
+    assert layout.table2(runs).footnotes[-2:] == [
+        "Averaged, tiny: the last 5 checkpoints (the paper's rule).",
+        "Averaged, tiny_one_layer: the 5 checkpoints best on dev BLEU.",
+    ]
+    for run in runs:
+        del run.summary["average_rule"]
+    assert not any("Averaged" in note for note in layout.table2(runs).footnotes)

@@ -81,16 +81,17 @@ def test_a_parser_that_parses_dev_as_it_trains_reads_those_files_and_gets_its_cu
     with_parser,
 ):
     plan = Plan(with_parser)
-    assert plan.runs.trainer_spec("parser_sample")["dev_parse"] == {
+    lexicon = ["data/ptb_sample/clean/train.en-ptb.en", "data/ptb_sample/clean/train.en-ptb.ptb"]
+    read = ["data/ptb_sample/clean/dev.en-ptb.en", "data/ptb_sample/raw/dev.en-ptb.trees",
+            "data/ptb_sample/spm/bpe.model"]  # fmt: skip
+    assert plan.runs.trainer_spec("parser_sample")["dev_monitor"] == {
         "monitor": "aiayn.parsing.dev_parse:DevParser",  # the plug-in the trainer loads
-        "words": "data/ptb_sample/clean/dev.en-ptb.en",
-        "gold_trees": "data/ptb_sample/raw/dev.en-ptb.trees",
-        "subword": "data/ptb_sample/spm/bpe.model",
-        "lexicon": [
-            "data/ptb_sample/clean/train.en-ptb.en",
-            "data/ptb_sample/clean/train.en-ptb.ptb",
-        ],
+        "words": read[0],
+        "gold_trees": read[1],
+        "subword": read[2],
+        "lexicon": lexicon,
         "linearization": {"leaves": "tags", "close_labels": True},
+        "inputs": [*read, *lexicon],  # what the train rule waits for
     }
     results = "results/toy+ptb_sample"
     assert plan.report.shown("parse_curves") == ["parser_sample"]
@@ -98,15 +99,42 @@ def test_a_parser_that_parses_dev_as_it_trains_reads_those_files_and_gets_its_cu
     assert plan.report.inputs("parse_curves")["baselines"] == [
         f"{results}/baselines/ptb_sample/dev.json"
     ]
-    assert "dev_parse" not in plan.runs.trainer_spec("tiny")
+    assert "dev_monitor" not in plan.runs.trainer_spec("tiny")
     config = copy.deepcopy(with_parser)
     config["experiments"]["parser_sample"]["train"]["dev_parse_sentences"] = 0
     quiet = Plan(config)
-    assert "dev_parse" not in quiet.runs.trainer_spec("parser_sample")
+    assert "dev_monitor" not in quiet.runs.trainer_spec("parser_sample")
     assert not any("parse_curves" in path for path in quiet.report.files())
     config["experiments"]["tiny"]["train"]["dev_parse_sentences"] = 5
     with pytest.raises(InputError, match="experiment 'tiny': train.dev_parse_sentences is for"):
         Plan(config).runs.trainer_spec("tiny")
+    config["experiments"]["tiny"]["train"]["dev_parse_sentences"] = 0
+    config["experiments"]["parser_sample"]["train"]["dev_bleu_sentences"] = 5
+    with pytest.raises(InputError, match="dev_bleu_sentences is for translation experiments"):
+        Plan(config).runs.trainer_spec("parser_sample")
+
+
+def test_a_translation_that_scores_dev_bleu_as_it_trains_reads_its_references(with_parser):
+    """train.dev_bleu_sentences: the dev monitor the trainer loads, its decode settings apart
+    from the experiment's decode block, and the files the train rule waits for; early stopping
+    and best-N averaging by dev BLEU need it."""
+    config = copy.deepcopy(with_parser)
+    config["experiments"]["tiny"]["train"] |= {"dev_bleu_sentences": 50, "dev_bleu_beam": 1}
+    monitor = Plan(config).runs.trainer_spec("tiny")["dev_monitor"]
+    assert monitor == {
+        "monitor": "aiayn.decode.dev_translation:DevTranslator",
+        "sentences": 50,
+        "decode": {"beam": 1, "alpha": 0.6},
+        "subword": "data/toy/spm/bpe.model",
+        "reference": "data/toy/clean/dev.en-de.de",
+        "inputs": ["data/toy/spm/bpe.model", "data/toy/clean/dev.en-de.de"],
+    }
+    for setting in ("early_stopping_metric", "average_best_by"):
+        config["experiments"]["tiny"]["train"] |= {"dev_bleu_sentences": 0, setting: "dev_chrf"}
+        with pytest.raises(InputError, match=f"train.{setting} dev_chrf needs dev BLEU"):
+            Plan(config).runs.trainer_spec("tiny")
+        config["experiments"]["tiny"]["train"][setting] = "dev_loss"  # always measured
+        assert "dev_monitor" not in Plan(config).runs.trainer_spec("tiny")
 
 
 def test_the_other_documents_overlay_scores_the_same_trained_parser_on_wsj_0180_0199():

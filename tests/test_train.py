@@ -652,6 +652,88 @@ def test_resuming_gives_the_same_weights_as_never_stopping(tmp_path, copy_data):
     assert [r["step"] for r in log if "loss" in r] == [4, 6, 8, 12]
 
 
+def train_log(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "train.jsonl").read_text().splitlines()]
+
+
+def curve_steps(run_dir: Path) -> dict[str, list[int]]:
+    """Each TensorBoard tag's steps, as tensorboard's own reader finds them."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    return {name: [e.step for e in events.Scalars(name)] for name in events.Tags()["scalars"]}
+
+
+@pytest.mark.workflow
+def test_early_stopping_killed_in_its_patience_resumes_and_stops_where_an_unbroken_run_stops(
+    tmp_path, copy_data
+):
+    """dev_loss must improve by 10 nats (it never does after the first evaluation): an unbroken
+    run stops at the 7th dev evaluation (step 14). Another is `kill -9`ed in the middle of its
+    patience and rerun: it resumes the count from its checkpoint and stops at step 14 too, with
+    the same weights; its curves hold every step once (the killed attempt's later steps hidden),
+    the same steps as its train.jsonl."""
+    stopping = {"early_stopping_metric": "dev_loss", "early_stopping_patience": 6,
+                "early_stopping_min_improvement": 10.0, "max_steps": 1000,
+                "dev_every_steps": 2, "log_every_steps": 1, "checkpoint_every_steps": 2,
+                "tokens_per_step": 2400, "tokens_per_batch": 2400}  # fmt: skip
+    straight = train(experiment(tmp_path / "straight.json", copy_data, **stopping))
+    assert straight["steps"] == 14
+    assert straight["ended_by"].startswith(
+        "early_stopping: dev_loss did not improve by 10.0 for 6 dev evaluations after its best"
+    )
+    spec = experiment(tmp_path / "killed.json", copy_data, **stopping)
+    command = [sys.executable, "-m", "aiayn.train.trainer", str(spec)]
+    process = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    log, deadline = tmp_path / "killed" / "train.jsonl", time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline:
+        if log.exists() and max((r["step"] for r in train_log(log.parent)), default=0) >= 7:
+            break
+        time.sleep(0.01)
+    process.kill()
+    assert process.wait() == -9, "the run ended before the kill: the test proves nothing"
+    reached = max(r["step"] for r in train_log(log.parent))
+    assert 7 <= reached < 14
+    resumed = train(spec)
+    assert (resumed["steps"], resumed["ended_by"]) == (straight["steps"], straight["ended_by"])
+    a, b = weights(straight), weights(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    lines = train_log(log.parent)
+    logged = [r["step"] for r in lines if "loss" in r]
+    assert logged == list(range(1, 15))  # the killed attempt's lines after its checkpoint: gone
+    curves = curve_steps(log.parent)
+    assert curves["train/loss"] == logged and curves["train/lr"] == logged
+    assert (
+        curves["dev/loss"] == [r["step"] for r in lines if "dev_loss" in r] == list(range(2, 15, 2))
+    )
+    assert train(spec)["steps"] == 14  # a stopped run stays stopped
+
+
+@pytest.mark.workflow
+def test_the_best_checkpoints_by_a_dev_figure_are_kept_and_averaged(tmp_path, copy_data):
+    """train.average_best_by: every scheduled checkpoint is scored as it is saved; the best
+    `average_last` are kept beside the newest, train.json lists them and says the rule."""
+    spec = experiment(tmp_path / "best.json", copy_data, average_best_by="dev_loss",
+                      average_last=2, checkpoint_every_steps=2, max_steps=12)  # fmt: skip
+    summary = train(spec)
+    weights_dir = tmp_path / "best" / "weights"
+    scores = json.loads((weights_dir / "scores.json").read_text())
+    assert scores["metric"] == "dev_loss"
+    dev = {r["step"]: r["dev_loss"] for r in train_log(tmp_path / "best") if "dev_loss" in r}
+    assert sorted(dev) == [2, 4, 6, 8, 10, 12]  # each save scored, beside dev_every_steps
+    best = sorted(dev, key=dev.get)[:2]
+    assert summary["average_weights"] == [
+        str(weights_file(weights_dir, step)) for step in sorted(best)
+    ]
+    assert summary["average_rule"] == {"rule": "best", "by": "dev_loss", "count": 2}
+    assert summary["final_weights"] == str(weights_file(weights_dir, 12))
+    kept = {path.name for path in weights_files(weights_dir)}
+    assert kept == {weights_file(weights_dir, s).name for s in {*best, 10, 12}}
+    assert set(scores["scores"]) == kept  # each kept file's score, no other
+
+
 @pytest.mark.workflow
 def test_half_written_checkpoints_are_ignored_and_changed_settings_start_afresh(
     tmp_path, copy_data

@@ -257,7 +257,7 @@ def test_the_summary_reports_the_run_as_it_was_laid_out(tmp_path, steps):
     state = {**new_state(), "step": 1, "epoch": 0, "seconds": 1.234}
     weights = [tmp_path / "weights" / "step00000001.safetensors"]
     summary = write_summary(
-        tmp_path, shape, state, settings, step.engine, weights, {"dev_ppl": 2.0}
+        tmp_path, shape, state, settings, step.engine, weights, weights[-1], {"dev_ppl": 2.0}
     )
     written = json.loads((tmp_path / "train.json").read_text())
     assert written == summary
@@ -266,6 +266,7 @@ def test_the_summary_reports_the_run_as_it_was_laid_out(tmp_path, steps):
     assert summary["precision_reason"] == "auto: no GPU"
     assert summary["device_tflops_bf16"] is None and summary["device_tflops_fp16"] is None
     assert summary["final_weights"] == str(weights[0]) and summary["dev_ppl"] == 2.0
+    assert summary["average_rule"] == {"rule": "last", "count": 5}  # the paper's, by default
     assert summary["gradient_dtypes"] == {"accumulation": "float32", "communication": "float32"}
     assert summary["ranks_agree"] is True
     assert np.isfinite(summary["device_tflops_fp32"])

@@ -86,6 +86,31 @@ def test_default_config_trains_every_experiment_and_averages(default_run):
     assert one_head["dev_ppl"] > baseline["dev_ppl"]
 
 
+def test_default_config_writes_live_curves_with_dev_bleu_at_the_logged_steps(default_run):
+    """#65: train.jsonl's dev lines hold dev BLEU and chrF of 100 dev sentences, and
+    TensorBoard's own reader finds every logged value at exactly train.jsonl's steps."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    for name in ("tiny", "tiny_one_head"):
+        records = log_records(default_run, name)
+        dev = [r for r in records if "dev_loss" in r]
+        assert [r["step"] for r in dev] == [100, 200, 300, 400, 500]
+        assert all(r["dev_bleu_sentences"] == 100 and 0 <= r["dev_chrf"] <= 100 for r in dev)
+        assert dev[-1]["dev_bleu"] > dev[0]["dev_bleu"] and dev[-1]["dev_bleu"] > 50
+        events = EventAccumulator(str(default_run / f"runs/{name}/tensorboard"))
+        events.Reload()
+        for key, tag in (("loss", "train/loss"), ("lr", "train/lr"), ("dev_bleu", "dev/bleu"),
+                         ("dev_loss", "dev/loss"), ("target_tokens_per_s", "train/target_tokens_per_s")):  # fmt: skip
+            logged = [(r["step"], r[key]) for r in records if key in r]
+            found = [(e.step, e.value) for e in events.Scalars(tag)]
+            assert [step for step, _ in found] == [step for step, _ in logged], (name, tag)
+            assert all(abs(a - b) <= 1e-5 * max(1.0, abs(b)) for (_, a), (_, b) in
+                       zip(found, logged, strict=True)), (name, tag)  # fmt: skip
+    summary = json.loads((default_run / "runs/tiny/train.json").read_text())
+    assert summary["ended_by"] == "max_steps" and summary["dev_bleu"] > 50
+    assert summary["average_rule"] == {"rule": "last", "count": 5}
+
+
 def test_default_config_learns_to_translate_and_variants_score_differently(default_run):
     baseline = scores(default_run, "tiny", "averaged", "test")
     one_head = scores(default_run, "tiny_one_head", "averaged", "test")

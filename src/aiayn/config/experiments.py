@@ -57,34 +57,59 @@ def resolve(experiment: dict, datasets: dict) -> dict:
         },
         "model": asdict(model),
         "train": asdict(train),
-        **dev_parse_files(name, dataset_name, dataset, dev, train),
+        **dev_monitor(name, dataset_name, dataset, dev, train),
     }
 
 
-def dev_parse_files(name: str, dataset_name: str, dataset: dict, dev: str, train) -> dict:
-    """What the trainer's dev parses read (train.dev_parse_sentences), for a parsing dataset."""
+def dev_monitor(name: str, dataset_name: str, dataset: dict, dev: str, train) -> dict:
+    """What measures the model at each dev evaluation beside the dev loss, and the files it
+    reads (`inputs`, which the train rule waits for): a parser's dev parses
+    (train.dev_parse_sentences), a translation's dev BLEU and chrF (train.dev_bleu_sentences).
+    The trainer loads it by name: it watches the model and the weights do not depend on it, so
+    editing the decoder it runs does not retrain; the curves stay as the run's decoder measured
+    them."""
+    treebank = all(split["source"] == "ptb" for split in dataset["splits"].values())
+    for setting, wanted in (("dev_parse_sentences", True), ("dev_bleu_sentences", False)):
+        if getattr(train, setting) and treebank != wanted:
+            kind = "parsing" if wanted else "translation"
+            raise InputError(
+                f"experiment {name!r}: train.{setting} is for {kind} experiments, and dataset "
+                f"{dataset_name!r} is {'not ' if wanted else ''}a treebank; set it to 0 (or "
+                "leave it out)"
+            )
+    for setting in ("early_stopping_metric", "average_best_by"):
+        metric = getattr(train, setting)
+        if metric in ("dev_bleu", "dev_chrf") and not train.dev_bleu_sentences:
+            raise InputError(
+                f"experiment {name!r}: train.{setting} {metric} needs dev BLEU while training: "
+                "set train.dev_bleu_sentences (e.g. 500), or use dev_loss"
+            )
+    langs, subword = dataset["langs"], paths.subword_file("model", dataset_name)
+    if train.dev_bleu_sentences:
+        reference = paths.split_sides("clean", dataset_name, dev, langs)[1]
+        return {"dev_monitor": {
+            "monitor": "aiayn.decode.dev_translation:DevTranslator",
+            "sentences": train.dev_bleu_sentences,
+            "decode": {"beam": train.dev_bleu_beam, "alpha": train.dev_bleu_alpha},
+            "subword": subword,
+            "reference": reference,
+            "inputs": [subword, reference],
+        }}  # fmt: skip
     if not train.dev_parse_sentences:
         return {}
-    if any(split["source"] != "ptb" for split in dataset["splits"].values()):
-        raise InputError(
-            f"experiment {name!r}: train.dev_parse_sentences is for parsing experiments, and "
-            f"dataset {dataset_name!r} is not a treebank; set it to 0 (or leave it out)"
-        )
-    langs = dataset["langs"]
+    words = paths.split_sides("clean", dataset_name, dev, langs)[0]
+    gold = paths.gold_trees(dataset_name, dev, "-".join(langs))
     lexicon = train.dev_parse_constrain == "lexicon"
-    return {
-        "dev_parse": {
-            # the trainer loads it by name: it watches the model, and the weights do not
-            # depend on it, so editing the decoder it runs does not retrain (a parser's weights
-            # are GPU-days); the learning curve stays as the run's decoder measured it
-            "monitor": "aiayn.parsing.dev_parse:DevParser",
-            "words": paths.split_sides("clean", dataset_name, dev, langs)[0],
-            "gold_trees": paths.gold_trees(dataset_name, dev, "-".join(langs)),
-            "subword": paths.subword_file("model", dataset_name),
-            "lexicon": paths.split_sides("clean", dataset_name, "train", langs) if lexicon else [],
-            "linearization": dataset["linearization"],
-        }
-    }
+    lexicon_files = paths.split_sides("clean", dataset_name, "train", langs) if lexicon else []
+    return {"dev_monitor": {
+        "monitor": "aiayn.parsing.dev_parse:DevParser",
+        "words": words,
+        "gold_trees": gold,
+        "subword": subword,
+        "lexicon": lexicon_files,
+        "linearization": dataset["linearization"],
+        "inputs": [words, gold, subword, *lexicon_files],
+    }}  # fmt: skip
 
 
 def resolve_evaluation(experiment: dict, datasets: dict) -> dict:

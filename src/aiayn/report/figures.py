@@ -46,15 +46,28 @@ def read_log(path: str | Path) -> tuple[list[dict], list[dict]]:
 
 
 def loss_curves(logs: dict[str, str]):
-    """Training loss (label-smoothed, per target token) and dev loss, per experiment."""
-    figure, (train_axes, dev_axes) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for name, path in logs.items():
-        train, dev = read_log(path)
+    """Training loss (label-smoothed, per target token) and dev loss, per experiment, and
+    beside them dev BLEU where training scored it (train.dev_bleu_sentences)."""
+    runs = {name: read_log(path) for name, path in logs.items()}
+    with_bleu = any("dev_bleu" in r for _, dev in runs.values() for r in dev)
+    figure, axes = plt.subplots(1, 3 if with_bleu else 2, figsize=(16 if with_bleu else 11, 4))
+    train_axes, dev_axes = axes[0], axes[1]
+    dev_axes.sharey(train_axes)
+    counts = set()
+    for name, (train, dev) in runs.items():
         train_axes.plot([r["step"] for r in train], [r["loss"] for r in train], label=name)
         dev_axes.plot([r["step"] for r in dev], [r["dev_loss"] for r in dev], "o-", label=name)
+        scored = [r for r in dev if "dev_bleu" in r]
+        counts |= {r["dev_bleu_sentences"] for r in scored}
+        if with_bleu:
+            axes[2].plot([r["step"] for r in scored], [r["dev_bleu"] for r in scored], "o-")
     train_axes.set(title="training loss", xlabel="step", ylabel="loss per target token")
     dev_axes.set(title="dev loss", xlabel="step")
     dev_axes.legend(fontsize="small")
+    if with_bleu:
+        sentences = "/".join(map(str, sorted(counts)))
+        axes[2].set(title=f"dev BLEU (sacreBLEU), first {sentences} sentences", xlabel="step",
+                    ylabel="BLEU")  # fmt: skip
     figure.tight_layout()
     return figure
 

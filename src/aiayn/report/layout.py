@@ -107,8 +107,30 @@ def table2(results: list[ExperimentResult], significance: float = 0.05, study: s
         layout.rule_before.add(len(layout.rows))
         layout.rows.append(Heading(f"Ours, on {test_set}"))
         layout.rows += rows.values()
-    layout.footnotes = footnotes(results, comparisons, layout)
+    layout.footnotes = footnotes(results, comparisons, layout) + averaging_notes(results)
     return layout
+
+
+def averaging_notes(results: list[ExperimentResult]) -> list[str]:
+    """Which checkpoints each averaged model of ours averages (train.average_best_by): one
+    line for all when they share the rule."""
+    rules: dict[str, list[str]] = {}
+    for result in results:
+        rule = result.summary.get("average_rule")  # train.json; absent before #65
+        if rule is None:
+            continue
+        count = rule["count"]
+        said = (f"the last {count} checkpoints (the paper's rule)" if rule["rule"] == "last"
+                else f"the {count} checkpoints best on {METRIC_NAMES[rule['by']]}")  # fmt: skip
+        rules.setdefault(said, []).append(result.group)
+    if len(rules) <= 1:
+        return [f"Averaged models: {said}." for said in rules]
+    return [
+        f"Averaged, {', '.join(dict.fromkeys(groups))}: {said}." for said, groups in rules.items()
+    ]
+
+
+METRIC_NAMES = {"dev_bleu": "dev BLEU", "dev_chrf": "dev chrF", "dev_loss": "dev loss"}
 
 
 TABLE3_COLUMNS = [

@@ -296,14 +296,22 @@ def average_weights(paths: list[str | Path], experiment: str | None = None) -> d
     }
 
 
-def prune(checkpoint_dir: Path, weights_dir: Path, keep_states: int, keep_weights: int) -> None:
-    """Delete all but the newest full states and weights files (rank 0, after a save)."""
+def prune(
+    checkpoint_dir: Path,
+    weights_dir: Path,
+    keep_states: int,
+    keep_weights: int,
+    keep: frozenset[Path] | set[Path] = frozenset(),
+) -> None:
+    """Delete all but the newest full states and weights files, and those in `keep` (the
+    best-scoring, when those are averaged) (rank 0, after a save)."""
     tags = complete_tags(checkpoint_dir)
     for tag in tags[: max(0, len(tags) - keep_states)]:
         shutil.rmtree(checkpoint_dir / tag, ignore_errors=True)
     scheduled = weights_files(weights_dir, scheduled_only=True)
     for path in scheduled[: max(0, len(scheduled) - keep_weights)]:
-        path.unlink(missing_ok=True)
+        if path not in keep:
+            path.unlink(missing_ok=True)
     for path in weights_files(weights_dir):  # a signal's weights, once a scheduled one is newer
         if is_stopped(path) and scheduled and path.name < scheduled[-1].name:
             path.unlink(missing_ok=True)

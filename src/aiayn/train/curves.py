@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 WANDB_RUN_FILE = "wandb_run.json"  # the W&B run id kept in the run folder, for resuming
+TENSORBOARD = "tensorboard"  # runs/{experiment}/tensorboard/: `tensorboard --logdir runs`
 
 
 def tag(key: str) -> str:
@@ -39,23 +40,29 @@ class Curves:
     """The writers of one experiment's curves, on rank 0 only (other ranks get one that does
     nothing). `resumed_at`: the checkpoint's step, or None for a fresh run."""
 
-    def __init__(self, folder: Path, resumed_at: int | None, wandb: dict | None = None):
+    def __init__(
+        self, folder: Path, resumed_at: int | None, wandb: dict | None = None, tensorboard=True
+    ):
         from torch.utils.tensorboard import SummaryWriter
 
         purge = None if resumed_at is None else resumed_at + 1
-        self.writer = SummaryWriter(log_dir=str(folder / "tensorboard"), purge_step=purge)
+        self.writer = None
+        if tensorboard:
+            self.writer = SummaryWriter(log_dir=str(folder / TENSORBOARD), purge_step=purge)
         self.wandb = wandb_run(folder, wandb) if wandb else None
 
     def write(self, record: dict) -> None:
         values = scalars(record)
-        for name, value in values.items():
-            self.writer.add_scalar(name, value, record["step"])
-        self.writer.flush()
+        if self.writer is not None:
+            for name, value in values.items():
+                self.writer.add_scalar(name, value, record["step"])
+            self.writer.flush()
         if self.wandb is not None:
             self.wandb.log(values, step=record["step"])
 
     def close(self) -> None:
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
         if self.wandb is not None:
             self.wandb.finish()
 
@@ -77,6 +84,16 @@ def wandb_run(folder: Path, settings: dict):
         mode=settings.get("mode", "offline"),
         dir=str(folder),
     )
+
+
+def curves_of(run_dir: Path, rank: int, resumed_at: int | None, settings) -> Curves | NoCurves:
+    """What the train settings ask for (train.tensorboard, train.wandb), on rank 0."""
+    wandb = None
+    if settings.wandb != "off":
+        wandb = {"mode": settings.wandb, "project": settings.wandb_project, "name": run_dir.name}
+    if rank != 0 or not (settings.tensorboard or wandb):
+        return NoCurves()
+    return Curves(run_dir, resumed_at, wandb, settings.tensorboard)
 
 
 class NoCurves:

@@ -37,6 +37,14 @@ class EarlyStopping:
         gain = value - self.best if METRICS[self.metric] else self.best - value
         return gain >= self.min_improvement and gain > 0
 
+    @classmethod
+    def from_settings(cls, settings) -> EarlyStopping | None:
+        """The train settings' early stopping, or None when it is off."""
+        if settings.early_stopping_metric is None:
+            return None
+        return cls(settings.early_stopping_metric, settings.early_stopping_patience,
+                   settings.early_stopping_min_improvement)  # fmt: skip
+
     def update(self, step: int, figures: dict) -> bool:
         """Count this dev evaluation; True when training should stop now."""
         value = figures[self.metric]
@@ -44,14 +52,22 @@ class EarlyStopping:
             self.best, self.best_step, self.evaluations_since_best = value, step, 0
         else:
             self.evaluations_since_best += 1
+        return self.exhausted()
+
+    def exhausted(self) -> bool:
+        """Whether the patience is spent (also after a resume: a stopped run stays stopped
+        unless its patience was raised)."""
         return self.evaluations_since_best >= self.patience
 
     def state_dict(self) -> dict:
         return asdict(self)
 
-    @classmethod
-    def from_state(cls, state: dict) -> EarlyStopping:
-        return cls(**state)
+    def restore(self, saved: dict | None) -> None:
+        """The counts a checkpoint saved, when it watched the same metric; the patience and
+        minimum improvement stay this run's settings."""
+        if saved and saved.get("metric") == self.metric:
+            self.best, self.best_step = saved["best"], saved["best_step"]
+            self.evaluations_since_best = saved["evaluations_since_best"]
 
     def reason(self) -> str:
         """Why training ended, for train.json's ended_by."""

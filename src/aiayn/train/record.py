@@ -20,6 +20,7 @@ from aiayn.flops import RATE_METHOD, device_name, sustained_tflops
 from aiayn.precision import half_dtype
 from aiayn.software import software_versions
 from aiayn.textio import atomic_output
+from aiayn.train.curves import NoCurves, curves_of
 from aiayn.train.engine import compiled_graphs, ranks_agree
 from aiayn.train.sync_free import DeviceSchedule
 
@@ -45,11 +46,18 @@ class TrainLog:
 
     def __init__(self, path: Path, rank: int, all_reduce: Callable[[list[float]], list[float]]):
         self.path, self.rank, self.all_reduce = path, rank, all_reduce
+        self.curves = NoCurves()  # the same lines as TensorBoard scalars: open_curves()
+
+    def open_curves(self, resumed_at: int | None, settings) -> None:
+        """Once the run knows where it resumes: what came after that is hidden, as
+        forget_after() drops it from train.jsonl."""
+        self.curves = curves_of(self.path.parent, self.rank, resumed_at, settings)
 
     def append(self, record: dict) -> None:
         if self.rank == 0:
             with open(self.path, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(record) + "\n")
+            self.curves.write(record)
 
     def window(self, window: LogWindow, engine, state: dict) -> None:
         """The training loss, perplexity, rate and learning rate over the window's steps."""
@@ -132,10 +140,19 @@ class RunShape:
 
 
 def write_summary(
-    run_dir: Path, shape: RunShape, state: dict, settings, engine, weights: list, dev: dict
+    run_dir: Path,
+    shape: RunShape,
+    state: dict,
+    settings,
+    engine,
+    weights: list,
+    final: Path | None,
+    dev: dict,
+    ended_by: str | None = None,
 ) -> dict:
     """train.json: what the run did, on what, at what cost, and its last dev loss; `weights`
-    are the files to average, the last one the final weights."""
+    are the files to average (by average_rule), `final` the newest scheduled weights;
+    `ended_by` when not the budget (early stopping says why)."""
     device, half = shape.device, half_dtype(shape.precision)
     summary = {
         "experiment": shape.experiment,
@@ -143,7 +160,8 @@ def write_summary(
         # steps whose gradients were not finite (bf16 overflow): the optimizer skipped them and
         # the learning-rate schedule did not advance, so it runs this many steps behind `steps`
         "skipped_steps": state.get("skipped_steps", 0),
-        "ended_by": "max_steps" if state["step"] >= settings.max_steps else "max_minutes",
+        "ended_by": ended_by
+        or ("max_steps" if state["step"] >= settings.max_steps else "max_minutes"),
         "epochs": state["epoch"],
         "target_tokens": state["target_tokens"],
         **step_fill(state, settings.tokens_per_step),
@@ -168,11 +186,19 @@ def write_summary(
         "software": software_versions(device),  # what another machine must match (docs/results.md)
         "train_flops": state["train_flops"],
         "ranks_agree": ranks_agree(engine.module, shape.processes, device),
-        "final_weights": str(weights[-1]) if weights else None,
+        "final_weights": str(final) if final else None,
         "average_weights": [str(p) for p in weights],
+        "average_rule": average_rule(settings),
         **dev,
     }
     if shape.rank == 0:
         with atomic_output(run_dir / paths.TRAIN_SUMMARY) as handle:
             json.dump(summary, handle, indent=2)
     return summary
+
+
+def average_rule(settings) -> dict:
+    """Which checkpoints the averaged model averages, as the tables say it."""
+    if settings.average_best_by is None:
+        return {"rule": "last", "count": settings.average_last}
+    return {"rule": "best", "by": settings.average_best_by, "count": settings.average_last}

@@ -4,6 +4,7 @@ identity.json       which configuration the folder holds (Experiment.identity an
 checkpoints/stepN/  DeepSpeed's full training state, rng_rank{R}.pt, COMPLETE (checkpoint.py)
 checkpoints/stepN.damaged/  a checkpoint whose files changed after it was written, set aside
 weights/stepN.safetensors   consolidated fp32 weights, which averaging and decoding read
+weights/scores.json  with train.average_best_by: each kept weights file's dev figure
 superseded/{old}/   the outputs of an earlier configuration, moved aside, never deleted
 """
 
@@ -21,9 +22,11 @@ from aiayn.config import paths
 from aiayn.errors import InputError, StorageError
 from aiayn.textio import atomic_output
 from aiayn.train import checkpoint as ckpt
+from aiayn.train.early_stopping import METRICS
 from aiayn.train.settings import Experiment
 
 log = logging.getLogger(__name__)
+SCORES = "scores.json"  # weights/scores.json: each kept weights file's dev figure (best-N)
 
 
 def processes(count: int) -> str:
@@ -142,11 +145,16 @@ class RunFolder:
             "subword_sha256": self.subword_sha256,
         }
 
-    def save(self, engine, state: dict, stopped: bool = False) -> None:
+    def save(self, engine, state: dict, stopped: bool = False, dev: dict | None = None) -> None:
         """Every process writes its part, rank 0 the consolidated weights and, last, COMPLETE.
         A write that fails (a full disk) leaves the checkpoints before it as they were.
-        `stopped`: a signal's checkpoint, off the schedule (its weights are not averaged)."""
+        `stopped`: a signal's checkpoint, off the schedule (its weights are not averaged).
+        `dev`: the dev figures at this step, kept beside the weights when the average is of
+        the best (train.average_best_by)."""
         tag = ckpt.tag_of(state["step"])
+        if dev is not None and self.settings.average_best_by and not stopped and self.rank == 0:
+            metric = self.settings.average_best_by
+            self.record_score(ckpt.weights_file(self.weights_dir, state["step"]), dev[metric])
         try:
             self.write_checkpoint(engine, state, tag, stopped)
         except (OSError, RuntimeError) as err:
@@ -181,7 +189,10 @@ class RunFolder:
                 self.weights_dir,
                 self.settings.keep_states,
                 self.settings.average_last,
+                keep=set(self.best_weights()),
             )
+            if self.settings.average_best_by:  # the scores of the files still kept
+                self.write_scores(self.scores())
             log.info("checkpoint %s", self.checkpoint_dir / tag)
         self.barrier()
 
@@ -200,6 +211,42 @@ class RunFolder:
         return weights
 
     def weights_to_average(self) -> list[Path]:
-        """The newest `average_last` weights files written on schedule, oldest first."""
+        """The `average_last` weights files written on schedule, oldest first: the newest, or
+        with train.average_best_by those that scored best on it."""
+        if self.settings.average_best_by:
+            return self.best_weights()
         scheduled = ckpt.weights_files(self.weights_dir, scheduled_only=True)
         return scheduled[-self.settings.average_last :]
+
+    def final_weights(self) -> Path | None:
+        """The newest weights written on schedule: the last checkpoint's model."""
+        scheduled = ckpt.weights_files(self.weights_dir, scheduled_only=True)
+        return scheduled[-1] if scheduled else None
+
+    def scores(self) -> dict[str, float]:
+        """weights file name -> its dev figure (train.average_best_by), for files still kept."""
+        path = self.weights_dir / SCORES
+        found = json.loads(path.read_text())["scores"] if path.exists() else {}
+        return {name: value for name, value in found.items() if (self.weights_dir / name).exists()}
+
+    def record_score(self, weights: Path, value: float) -> None:
+        """Before the weights file is written: a file never lacks its score (rank 0)."""
+        self.write_scores(self.scores() | {weights.name: value})
+
+    def write_scores(self, scores: dict[str, float]) -> None:
+        self.weights_dir.mkdir(parents=True, exist_ok=True)
+        metric = self.settings.average_best_by
+        with atomic_output(self.weights_dir / SCORES) as handle:
+            json.dump({"metric": metric, "scores": scores}, handle, indent=1)
+
+    def best_weights(self) -> list[Path]:
+        """The `average_last` scored weights files best on train.average_best_by, oldest first
+        (none when the average is of the last ones)."""
+        metric = self.settings.average_best_by
+        if metric is None:
+            return []
+        scores = self.scores()
+        larger_better = METRICS[metric]
+        ranked = sorted(scores, key=lambda name: (-scores[name] if larger_better else scores[name],
+                                                  name))  # fmt: skip
+        return sorted(self.weights_dir / name for name in ranked[: self.settings.average_last])

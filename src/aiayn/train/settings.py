@@ -48,6 +48,16 @@ class TrainSettings:
     dev_parse_sentences: int = DEFAULTS["dev_parse_sentences"]  # parsing: dev F1 as it trains
     dev_parse_beam: int = DEFAULTS["dev_parse_beam"]
     dev_parse_constrain: str = DEFAULTS["dev_parse_constrain"]
+    dev_bleu_sentences: int = DEFAULTS["dev_bleu_sentences"]  # translation: dev BLEU, chrF
+    dev_bleu_beam: int = DEFAULTS["dev_bleu_beam"]
+    dev_bleu_alpha: float = DEFAULTS["dev_bleu_alpha"]
+    tensorboard: bool = DEFAULTS["tensorboard"]  # aiayn.train.curves
+    wandb: str = DEFAULTS["wandb"]  # off, offline or online
+    wandb_project: str = DEFAULTS["wandb_project"]
+    early_stopping_metric: str | None = DEFAULTS["early_stopping_metric"]  # None: off
+    early_stopping_patience: int = DEFAULTS["early_stopping_patience"]
+    early_stopping_min_improvement: float = DEFAULTS["early_stopping_min_improvement"]
+    average_best_by: str | None = DEFAULTS["average_best_by"]  # None: the last average_last
 
     # Settings that change the trajectory; the rest (budget, intervals) may change on resume.
     TRAJECTORY = (
@@ -74,9 +84,10 @@ class Experiment:
     dev_data: tuple[str, str]
     model: TransformerConfig
     train: TrainSettings
-    # parsing experiments with train.dev_parse_sentences: the files their dev parses read
-    # (words, gold_trees, subword, lexicon, linearization; experiments.dev_parse_files)
-    dev_parse: dict | None = None
+    # what measures the model at each dev evaluation beside the dev loss, loaded by name: a
+    # parser's dev parses (train.dev_parse_sentences), a translation's dev BLEU
+    # (train.dev_bleu_sentences), with the files it reads (experiments.dev_monitor)
+    dev_monitor: dict | None = None
     # the BPE model the data was cut with; its hash goes into every weights file
     subword: str | None = None
 
@@ -90,7 +101,7 @@ class Experiment:
             dev_data=tuple(spec["data"]["dev"]),
             model=TransformerConfig(**spec["model"]),
             train=TrainSettings(**spec["train"]),
-            dev_parse=spec.get("dev_parse"),
+            dev_monitor=spec.get("dev_monitor"),
             subword=spec["data"].get("subword"),
         )
 
@@ -106,7 +117,7 @@ class Experiment:
             },
             "model": asdict(self.model),
             "train": asdict(self.train),
-            **({"dev_parse": self.dev_parse} if self.dev_parse else {}),
+            **({"dev_monitor": self.dev_monitor} if self.dev_monitor else {}),
         }
 
     def identity(self) -> str:

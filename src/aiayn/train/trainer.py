@@ -38,6 +38,7 @@ from aiayn.model import Transformer
 from aiayn.precision import half_dtype
 from aiayn.train.batches import TrainingBatches
 from aiayn.train.batching import step_plan
+from aiayn.train.early_stopping import EarlyStopping
 from aiayn.train.engine import (
     deepspeed_engine,
     host_group,
@@ -130,10 +131,12 @@ class Trainer:
                 half_dtype(self.precision),  # the logits'
             ),
         )
-        self.dev_monitor = None  # a parser's dev parses: dev F1 at each dev evaluation, rank 0
-        if experiment.dev_parse and self.rank == 0:
-            monitor = plugin(experiment.dev_parse["monitor"])
-            self.dev_monitor = monitor(experiment.dev_parse, experiment.dev_data, self.settings)
+        # a parser's dev F1, a translation's dev BLEU: at each dev evaluation, on rank 0
+        self.dev_monitor = None
+        if experiment.dev_monitor and self.rank == 0:
+            monitor = plugin(experiment.dev_monitor["monitor"])
+            self.dev_monitor = monitor(experiment.dev_monitor, experiment.dev_data, self.settings)
+        self.stopping = EarlyStopping.from_settings(self.settings)  # None when off
         self.stop_signal: int | None = None
         for signum in STOP_SIGNALS:
             signal.signal(signum, self.request_stop)
@@ -181,8 +184,9 @@ class Trainer:
             disable=self.rank != 0,
         )
         # seconds_before comes from the checkpoint, the same on every rank, so all ranks agree
-        # here; later budget checks go through the vote in train_step.
-        budget_left = not clock.out_of_time(clock.seconds_before)
+        # here; later budget checks go through the vote in train_step. A run that stopped early
+        # stays stopped (unless its patience was raised).
+        budget_left = not clock.out_of_time(clock.seconds_before) and not self.stopped_early()
         while budget_left and self.state["step"] < settings.max_steps:
             budget_spent = self.rank == 0 and clock.out_of_time(clock.seconds())
             loss, nll, tokens, voted = self.train_step(clock.save_due(), budget_spent)
@@ -191,20 +195,26 @@ class Trainer:
             window.add(loss, nll, tokens)
             bar.update(1)
             final = step == settings.max_steps or voted["last"]
-            if step % settings.log_every_steps == 0 or final:
+            logged = step % settings.log_every_steps == 0 or final
+            if logged:
                 self.steps.settle(self.state, self.folder.newest)
                 self.log.window(window, self.engine, self.state)
                 window = LogWindow()
-            if step % settings.dev_every_steps == 0 or final:
-                last_dev = self.evaluate()
-                self.log.append(
-                    {"step": step, **last_dev, "seconds": round(self.state["seconds"], 2)}
-                )
             every = settings.checkpoint_every_steps
             scheduled = voted["save"] or final or bool(every and step % every == 0)
+            # the best checkpoints are averaged: each one scheduled is evaluated as it is saved
+            by_score = scheduled and settings.average_best_by is not None
+            if step % settings.dev_every_steps == 0 or final or by_score:
+                last_dev = self.dev_evaluation(step)
+                if self.update_early_stopping(step, last_dev):
+                    final = scheduled = True
+                    if not logged:  # the steps since the last log line, before stopping
+                        self.steps.settle(self.state, self.folder.newest)
+                        self.log.window(window, self.engine, self.state)
             if scheduled or voted["stop"]:
                 self.steps.settle(self.state, self.folder.newest)  # never save a diverged step
-                self.folder.save(self.engine, self.state, stopped=not scheduled)
+                dev = last_dev if last_dev.get("step") == step else None
+                self.folder.save(self.engine, self.state, stopped=not scheduled, dev=dev)
                 clock.saved()
             if final:
                 break
@@ -215,6 +225,31 @@ class Trainer:
         self.steps.settle(self.state, self.folder.newest)
         if not last_dev:  # resumed a finished run
             last_dev = self.evaluate()
+        self.log.curves.close()
+        return self.summary(last_dev)
+
+    def dev_evaluation(self, step: int) -> dict:
+        """The dev figures at this step, logged to train.jsonl and the curves."""
+        figures = self.evaluate()
+        self.log.append({"step": step, **figures, "seconds": round(self.state["seconds"], 2)})
+        return {"step": step, **figures}
+
+    def update_early_stopping(self, step: int, dev: dict) -> bool:
+        """Count this dev evaluation (rank 0, which holds every dev figure; its count goes
+        into the checkpoint) and agree on every rank whether to stop now."""
+        if self.stopping is None:
+            return False
+        stop = False
+        if self.rank == 0:
+            stop = self.stopping.update(step, dev)
+            self.state["early_stopping"] = self.stopping.state_dict()
+        return self.all_reduce([1.0 if stop else 0.0])[0] > 0
+
+    def stopped_early(self) -> bool:
+        """Whether the resumed run had spent its patience (every rank reads rank 0's count)."""
+        return self.stopping is not None and self.stopping.exhausted()
+
+    def summary(self, last_dev: dict) -> dict:
         shape = RunShape(
             self.exp.name,
             self.rank,
@@ -226,9 +261,18 @@ class Trainer:
             self.steps.loss_kernel,
             self.device,
         )
-        weights = self.folder.weights_to_average()
+        ended_by = self.stopping.reason() if self.stopped_early() else None
+        dev = {key: value for key, value in last_dev.items() if key != "step"}
         return write_summary(
-            self.exp.run_dir, shape, self.state, self.settings, self.engine, weights, last_dev
+            self.exp.run_dir,
+            shape,
+            self.state,
+            self.settings,
+            self.engine,
+            self.folder.weights_to_average(),
+            self.folder.final_weights(),
+            dev,
+            ended_by,
         )
 
     def evaluate(self) -> dict:
@@ -239,16 +283,19 @@ class Trainer:
         return figures
 
     def resume(self) -> None:
-        """Continue from the newest complete checkpoint, if there is one."""
+        """Continue from the newest complete checkpoint, if there is one: its step, data
+        position, early-stopping count; the lines and curves after it are dropped."""
         self.folder.open()
         saved = self.folder.resume(self.engine)
-        if saved is None:
-            return
-        self.state = {**self.state, **saved, "world_size": self.world}
-        self.data.seek((self.state["epoch"], self.state["batch"]))
-        if self.rank == 0:
-            log.info("resumed from %s (step %d)", self.folder.newest(), self.state["step"])
-        self.log.forget_after(self.state["step"])
+        if saved is not None:
+            self.state = {**self.state, **saved, "world_size": self.world}
+            self.data.seek((self.state["epoch"], self.state["batch"]))
+            if self.rank == 0:
+                log.info("resumed from %s (step %d)", self.folder.newest(), self.state["step"])
+            self.log.forget_after(self.state["step"])
+        if self.stopping is not None:
+            self.stopping.restore(self.state.get("early_stopping"))
+        self.log.open_curves(None if saved is None else self.state["step"], self.settings)
 
 
 def plugin(name: str):
