@@ -40,6 +40,8 @@ class RunFolder:
         self.root = experiment.run_dir
         self.checkpoint_dir = self.root / "checkpoints"
         self.weights_dir = self.root / "weights"
+        by, count = self.settings.average_best_by, self.settings.average_last
+        self.best = BestCheckpoints(self.weights_dir, by, count) if by else None
         # the BPE model the data was cut with, hashed once: every weights file carries it
         self.subword_sha256 = ckpt.file_sha256(experiment.subword) if experiment.subword else None
 
@@ -152,9 +154,8 @@ class RunFolder:
         `dev`: the dev figures at this step, kept beside the weights when the average is of
         the best (train.average_best_by)."""
         tag = ckpt.tag_of(state["step"])
-        if dev is not None and self.settings.average_best_by and not stopped and self.rank == 0:
-            metric = self.settings.average_best_by
-            self.record_score(ckpt.weights_file(self.weights_dir, state["step"]), dev[metric])
+        if dev is not None and self.best is not None and not stopped and self.rank == 0:
+            self.best.record(ckpt.weights_file(self.weights_dir, state["step"]), dev)
         try:
             self.write_checkpoint(engine, state, tag, stopped)
         except (OSError, RuntimeError) as err:
@@ -189,10 +190,10 @@ class RunFolder:
                 self.weights_dir,
                 self.settings.keep_states,
                 self.settings.average_last,
-                keep=set(self.best_weights()),
+                keep=set(self.best.files()) if self.best else set(),
             )
-            if self.settings.average_best_by:  # the scores of the files still kept
-                self.write_scores(self.scores())
+            if self.best is not None:  # the scores of the files still kept
+                self.best.write(self.best.scores())
             log.info("checkpoint %s", self.checkpoint_dir / tag)
         self.barrier()
 
@@ -213,8 +214,8 @@ class RunFolder:
     def weights_to_average(self) -> list[Path]:
         """The `average_last` weights files written on schedule, oldest first: the newest, or
         with train.average_best_by those that scored best on it."""
-        if self.settings.average_best_by:
-            return self.best_weights()
+        if self.best is not None:
+            return self.best.files()
         scheduled = ckpt.weights_files(self.weights_dir, scheduled_only=True)
         return scheduled[-self.settings.average_last :]
 
@@ -223,30 +224,31 @@ class RunFolder:
         scheduled = ckpt.weights_files(self.weights_dir, scheduled_only=True)
         return scheduled[-1] if scheduled else None
 
+
+class BestCheckpoints:
+    """With train.average_best_by: each scheduled weights file's dev figure, kept in
+    weights/scores.json, and the `count` best files, which are kept and averaged."""
+
+    def __init__(self, weights_dir: Path, metric: str, count: int):
+        self.weights_dir, self.metric, self.count = weights_dir, metric, count
+
     def scores(self) -> dict[str, float]:
-        """weights file name -> its dev figure (train.average_best_by), for files still kept."""
+        """weights file name -> its dev figure, for the files still there."""
         path = self.weights_dir / SCORES
         found = json.loads(path.read_text())["scores"] if path.exists() else {}
         return {name: value for name, value in found.items() if (self.weights_dir / name).exists()}
 
-    def record_score(self, weights: Path, value: float) -> None:
+    def record(self, weights: Path, dev: dict) -> None:
         """Before the weights file is written: a file never lacks its score (rank 0)."""
-        self.write_scores(self.scores() | {weights.name: value})
+        self.write(self.scores() | {weights.name: dev[self.metric]})
 
-    def write_scores(self, scores: dict[str, float]) -> None:
+    def write(self, scores: dict[str, float]) -> None:
         self.weights_dir.mkdir(parents=True, exist_ok=True)
-        metric = self.settings.average_best_by
         with atomic_output(self.weights_dir / SCORES) as handle:
-            json.dump({"metric": metric, "scores": scores}, handle, indent=1)
+            json.dump({"metric": self.metric, "scores": scores}, handle, indent=1)
 
-    def best_weights(self) -> list[Path]:
-        """The `average_last` scored weights files best on train.average_best_by, oldest first
-        (none when the average is of the last ones)."""
-        metric = self.settings.average_best_by
-        if metric is None:
-            return []
-        scores = self.scores()
-        larger_better = METRICS[metric]
-        ranked = sorted(scores, key=lambda name: (-scores[name] if larger_better else scores[name],
-                                                  name))  # fmt: skip
-        return sorted(self.weights_dir / name for name in ranked[: self.settings.average_last])
+    def files(self) -> list[Path]:
+        """The `count` best-scoring weights files, oldest first."""
+        scores, sign = self.scores(), -1 if METRICS[self.metric] else 1
+        ranked = sorted(scores, key=lambda name: (sign * scores[name], name))
+        return sorted(self.weights_dir / name for name in ranked[: self.count])

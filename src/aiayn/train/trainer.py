@@ -206,7 +206,7 @@ class Trainer:
             by_score = scheduled and settings.average_best_by is not None
             if step % settings.dev_every_steps == 0 or final or by_score:
                 last_dev = self.dev_evaluation(step)
-                if self.update_early_stopping(step, last_dev):
+                if early_stop_agreed(self, step, last_dev):
                     final = scheduled = True
                     if not logged:  # the steps since the last log line, before stopping
                         self.steps.settle(self.state, self.folder.newest)
@@ -226,7 +226,7 @@ class Trainer:
         if not last_dev:  # resumed a finished run
             last_dev = self.evaluate()
         self.log.curves.close()
-        return self.summary(last_dev)
+        return write_train_summary(self, last_dev)
 
     def dev_evaluation(self, step: int) -> dict:
         """The dev figures at this step, logged to train.jsonl and the curves."""
@@ -234,46 +234,9 @@ class Trainer:
         self.log.append({"step": step, **figures, "seconds": round(self.state["seconds"], 2)})
         return {"step": step, **figures}
 
-    def update_early_stopping(self, step: int, dev: dict) -> bool:
-        """Count this dev evaluation (rank 0, which holds every dev figure; its count goes
-        into the checkpoint) and agree on every rank whether to stop now."""
-        if self.stopping is None:
-            return False
-        stop = False
-        if self.rank == 0:
-            stop = self.stopping.update(step, dev)
-            self.state["early_stopping"] = self.stopping.state_dict()
-        return self.all_reduce([1.0 if stop else 0.0])[0] > 0
-
     def stopped_early(self) -> bool:
         """Whether the resumed run had spent its patience (every rank reads rank 0's count)."""
         return self.stopping is not None and self.stopping.exhausted()
-
-    def summary(self, last_dev: dict) -> dict:
-        shape = RunShape(
-            self.exp.name,
-            self.rank,
-            self.world,
-            self.accumulation,
-            self.batch_tokens,
-            self.precision,
-            self.precision_reason,
-            self.steps.loss_kernel,
-            self.device,
-        )
-        ended_by = self.stopping.reason() if self.stopped_early() else None
-        dev = {key: value for key, value in last_dev.items() if key != "step"}
-        return write_summary(
-            self.exp.run_dir,
-            shape,
-            self.state,
-            self.settings,
-            self.engine,
-            self.folder.weights_to_average(),
-            self.folder.final_weights(),
-            dev,
-            ended_by,
-        )
 
     def evaluate(self) -> dict:
         """The dev loss over all processes; for a parser, rank 0 adds its dev parses' figures."""
@@ -296,6 +259,48 @@ class Trainer:
         if self.stopping is not None:
             self.stopping.restore(self.state.get("early_stopping"))
         self.log.open_curves(None if saved is None else self.state["step"], self.settings)
+
+
+def early_stop_agreed(trainer: Trainer, step: int, dev: dict) -> bool:
+    """Count this dev evaluation (rank 0, which holds every dev figure; its count goes into
+    the checkpoint) and agree on every rank whether to stop now."""
+    if trainer.stopping is None:
+        return False
+    stop = False
+    if trainer.rank == 0:
+        stop = trainer.stopping.update(step, dev)
+        trainer.state["early_stopping"] = trainer.stopping.state_dict()
+    return trainer.all_reduce([1.0 if stop else 0.0])[0] > 0
+
+
+def write_train_summary(trainer: Trainer, last_dev: dict) -> dict:
+    """train.json of the finished (or stopped) run: how it was laid out, why it ended, which
+    weights the averaged model averages."""
+    shape = RunShape(
+        trainer.exp.name,
+        trainer.rank,
+        trainer.world,
+        trainer.accumulation,
+        trainer.batch_tokens,
+        trainer.precision,
+        trainer.precision_reason,
+        trainer.steps.loss_kernel,
+        trainer.device,
+    )
+    ended_by = trainer.stopping.reason() if trainer.stopped_early() else None
+    dev = {key: value for key, value in last_dev.items() if key != "step"}
+    folder = trainer.folder
+    return write_summary(
+        trainer.exp.run_dir,
+        shape,
+        trainer.state,
+        trainer.settings,
+        trainer.engine,
+        folder.weights_to_average(),
+        folder.final_weights(),
+        dev,
+        ended_by,
+    )
 
 
 def plugin(name: str):
