@@ -251,6 +251,13 @@ def test_aiayn_export_gives_stock_ctranslate2_and_transformers_our_translations(
         made = aiayn(default_run, "export", "-e", "tiny", "--format", fmt, "--output",
                      str(tmp_path / fmt))  # fmt: skip
         assert made.returncode == 0, made.stderr[-3000:]
+    # the workflow's way to ask for it (rule export, not part of `all`): the same model
+    workflow = copy_built(default_run, tmp_path / "workflow")
+    run_snakemake(workflow, "runs/tiny/export/ct2", "runs/tiny/export/hf")
+    for fmt, weights in (("ct2", "model.bin"), ("hf", "model.safetensors")):
+        made = workflow / "runs/tiny/export" / fmt
+        assert (made / weights).read_bytes() == (tmp_path / fmt / weights).read_bytes()
+        assert (workflow / f"logs/export/tiny/{fmt}.log").exists()
     import sentencepiece
 
     cut = sentencepiece.SentencePieceProcessor(model_file=str(tmp_path / "ct2/sentencepiece.model"))

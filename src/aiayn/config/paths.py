@@ -63,6 +63,11 @@ def attention_weights(experiment="{experiment}") -> str:
     return f"{run_dir(experiment)}/attention.npz"
 
 
+def export_dir(fmt="{format}", experiment="{experiment}") -> str:
+    """The averaged model as another toolkit loads it (rule export; `aiayn export` anywhere)."""
+    return f"{run_dir(experiment)}/export/{fmt}"
+
+
 def decode_output(suffix, experiment="{experiment}", checkpoint="{checkpoint}", split="{split}"):
     """A decode's hypotheses (.hyp), its record (.json), or the trees built from it (.trees)."""
     return f"{run_dir(experiment)}/decode/{checkpoint}/{split}.{suffix}"
