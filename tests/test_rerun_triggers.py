@@ -89,6 +89,7 @@ def test_each_rule_hashes_the_modules_its_stage_runs_and_not_other_stages():
     # a parser's training parses dev for its learning curve (a plug-in the trainer loads by
     # name): editing the decoder or the parser still does not retrain
     assert not {name for name in train if name.startswith("parsing/")}, train
+    assert "decode/dev_translation.py" not in train  # dev BLEU: a plug-in too (#65)
     assert not decode_only & names(package_modules(scripts / "average.py", SRC))
     decode = names(package_modules(scripts / "decode.py", SRC))
     assert {*decode_only, "model.py", "vocab.py"} <= decode
