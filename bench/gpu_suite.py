@@ -357,13 +357,27 @@ def decode_run(args, deadline, preset: str, *options, trained: bool = False) -> 
     return status
 
 
+def sync_check(args, deadline) -> str:
+    """sync_check.py (train.sync_free's step under CUDA's sync debug mode, an injected
+    overflow); its record goes into suite.json (a call returns at most 8 files)."""
+    record = args.out / "sync_check.run.json"
+    size = ["--preset", "tiny", "--tokens", 600, "--vocab", 500] if args.smoke else []
+    status = run_capped(python("sync_check.py", *size, "--out", record), deadline, args.out)
+    if record.exists():
+        args.report["sync_check"] = json.loads(record.read_text())
+        record.unlink()
+    return status
+
+
 def part_runs(args) -> dict:
     """The parts and the extras by name, each a function of its deadline. The extras, most
     wanted first: base with each layer compiled on its own (#46's compile by region, its
     compile time in the warm-up's seconds); our step's profile; the loss kernels against one
-    whole log-softmax; the HF Marian trainer; the naive trainer; the naive decoder with the
+    whole log-softmax; the sync check of train.sync_free; base's step at 512 tokens (what
+    the host costs); the HF Marian trainer; the naive trainer; the naive decoder with the
     decoder's profile; big's naive trainer and profile. Retired, their figures in
-    docs/benchmarks.md: ZeRO 2, bf16 autocast, the whole model and the decoder step compiled."""
+    docs/benchmarks.md: ZeRO 2, bf16 autocast, the whole model and the decoder step
+    compiled."""
     loss_size = ["--rows", 600, "--vocab", 3000, "--repeats", 1] if args.smoke else []
     return {
         "device": lambda deadline: run_capped(python("gpu_suite.py", "measure-device", "--out",
@@ -382,6 +396,8 @@ def part_runs(args) -> dict:
         "train_profile": lambda deadline: train_run(args, deadline, "base", None, profile=True),
         "loss": lambda deadline: run_capped(python("loss_speed.py", *loss_size, "--out",
                                             args.out / "loss_speed.json"), deadline, args.out),
+        "sync_check": lambda deadline: sync_check(args, deadline),
+        "host_probe": lambda deadline: train_run(args, deadline, "base", "ours_host_probe"),
         "hf_trainer": lambda deadline: train_run(args, deadline, "base", "hf"),
         "naive_trainer": lambda deadline: train_run(args, deadline, "base", "naive"),
         "decode_profile": lambda deadline: decode_run(args, deadline, "base", "--profile",
@@ -392,7 +408,8 @@ def part_runs(args) -> dict:
 
 EXTRAS = tuple(n for n in part_runs(argparse.Namespace(smoke=0, out=Path())) if n not in PARTS)
 # At smoke size (CI), the extras whose code paths no other part takes.
-SMOKE_EXTRAS = ("train_profile", "loss", "hf_trainer", "naive_trainer", "decode_profile")
+SMOKE_EXTRAS = ("train_profile", "loss", "sync_check", "host_probe", "hf_trainer",
+                "naive_trainer", "decode_profile")  # fmt: skip
 
 
 def projected_hours(rows: list[dict]) -> dict:

@@ -306,6 +306,7 @@ def naive(config, corpus, args, device):
     return measure(step, args.steps, args.warmup, device)
 
 
+HOST_PROBE_TOKENS = 512
 TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
     "ours": ("ours", ours),
     "hf": ("hf_marian", hugging_face),
@@ -334,6 +335,14 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
         "ours_one_micro_batch",
         lambda *run: ours(*run, tokens_per_batch=run[2].tokens),
     ),
+    # the host's cost of a step: the same step at a batch of 512 tokens, whose device work is
+    # near nothing, so its step_ms is what the host spends (launches, Python, DeepSpeed)
+    "ours_host_probe": (
+        "ours_host_probe",
+        lambda *run: ours(
+            *run, tokens_per_step=HOST_PROBE_TOKENS, tokens_per_batch=HOST_PROBE_TOKENS
+        ),
+    ),  # fmt: skip
     # each attention's Q/K/V projections as one matrix product (#46 item 2): fuse_projections
     "ours_fused_qkv": ("ours_fused_qkv", functools.partial(ours, fused_qkv=True)),
     # the step that never waits for the device (#46 item 1's host syncs): train.sync_free

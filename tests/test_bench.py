@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import subprocess
 import sys
 
 import numpy as np
@@ -155,3 +157,24 @@ def test_fused_qkv_projections_compute_and_train_as_the_separate_ones(tmp_path):
         steps = [trainer.train_step(save_requested=False, budget_spent=False) for _ in range(3)]
         losses[fuse] = [loss for loss, *_ in steps]
     assert losses[True] == pytest.approx(losses[False], rel=1e-5) and len(set(losses[True])) == 3
+
+
+def test_attention_benchmark_times_each_backend_or_says_why_it_cannot(tmp_path):
+    """#67's attention microbenchmark at CPU size: every backend timed (forward and backward)
+    or skipped with the reason, base's and big's widths, encoder and causal."""
+    command = [sys.executable, str(PROJECT / "bench/attention_speed.py"), "--tokens", "256",
+               "--length", "16", "--steps", "1", "--repeats", "1"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [(r["preset"], r["causal"]) for r in record["rows"]] == [
+        ("base", False),
+        ("base", True),
+        ("big", False),
+        ("big", True),
+    ]
+    for row in record["rows"]:
+        times = row["forward_backward_ms"]
+        assert set(times) == {"flash", "efficient", "math", "compiled_math"}
+        assert times["math"] > 0 and times["compiled_math"] > 0  # every device has these
+        assert all(isinstance(t, float) or t.startswith("skipped: ") for t in times.values())

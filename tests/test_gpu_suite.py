@@ -116,6 +116,11 @@ def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
     assert 0 < step["host_step_ms"] <= step["step_ms"] and step["device_step_ms"] is None
     assert step["peak_memory_mib"] > 0 and step["peak_memory_of"] == "process RSS"
     assert row["fused_qkv_speedup"] > 0 and row["one_micro_batch_speedup"] > 0  # the A/Bs ran
+    probe = row["ours_host_probe"]  # the same step at 512 tokens: what the host costs a step
+    assert 0 < probe["real_target_tokens_per_step"] <= 512 and probe["step_ms"] > 0
+    check = report["sync_check"]  # sync_free's step against DeepSpeed's, an overflow injected
+    assert check["passed"] and check["skipped_steps"] == [1, 1] and check["same_weights"]
+    assert check["no_sync_inside_step"] == "not checked: CUDA only"  # the sync mode is CUDA's
     assert row["ours"]["precision"] == without_waits["precision"] == "bf16"
     # base also in fp16 (what a V100 gets), on a GPU only; every run of ours says its loss
     assert row["ours_fp16"] == "skipped: fp16 needs a CUDA GPU"
