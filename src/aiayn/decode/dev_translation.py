@@ -1,7 +1,7 @@
 """Dev BLEU and chrF while a translation model trains: a fixed set of dev sentences (the first
-`sentences` of the dev split) translated at each dev evaluation with the experiment's decode
-settings and scored by sacreBLEU against the dev references, as fairseq's --eval-bleu and
-Marian's --valid-metrics do.
+`sentences` of the dev split) translated at each dev evaluation with its own beam and alpha
+(train.dev_bleu_beam, dev_bleu_alpha: changing the final decode must not retrain) and scored by
+sacreBLEU against the dev references, as fairseq's --eval-bleu and Marian's --valid-metrics do.
 
 A dev monitor: the trainer loads it by name (aiayn.train.trainer.plugin), as it loads a
 parser's dev F1 (aiayn.parsing.dev_parse), so training code knows no task and editing this
@@ -24,7 +24,7 @@ from aiayn.textio import read_lines
 
 class DevTranslator:
     """`spec`: sentences (how many), subword (the BPE model), reference (the dev split's
-    target text) and decode (the experiment's decode settings, as DecodeSettings' fields);
+    target text) and decode (beam and alpha, as DecodeSettings' fields);
     `dev_data`: the binarized dev split's (source, target) prefixes."""
 
     def __init__(self, spec: dict, dev_data: tuple[str, str], settings=None):
