@@ -235,6 +235,7 @@ TRAIN_RATIOS = {  # a train_throughput row's ratios: key -> (numerator, denomina
     "compiled_layers_speedup": ("ours_compiled_layers", "ours"),
     "fused_qkv_speedup": ("ours_fused_qkv", "ours"),
     "one_micro_batch_speedup": ("ours_one_micro_batch", "ours"),
+    "real_rows_speedup": ("ours_real_rows", "ours"),
     "per_parameter_grads_speedup": ("ours_per_parameter_grads", "ours"),
     "sync_free_speedup": ("ours_sync_free", "ours"),
     "fp16_speedup": ("ours_fp16", "ours"),

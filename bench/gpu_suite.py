@@ -397,6 +397,7 @@ def part_runs(args) -> dict:
         "loss": lambda deadline: run_capped(python("loss_speed.py", *loss_size, "--out",
                                             args.out / "loss_speed.json"), deadline, args.out),
         "sync_check": lambda deadline: sync_check(args, deadline),
+        "real_rows": lambda deadline: train_run(args, deadline, "base", "ours_real_rows"),
         "host_probe": lambda deadline: train_run(args, deadline, "base", "ours_host_probe"),
         "hf_trainer": lambda deadline: train_run(args, deadline, "base", "hf"),
         "naive_trainer": lambda deadline: train_run(args, deadline, "base", "naive"),

@@ -343,6 +343,8 @@ TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
             *run, tokens_per_step=HOST_PROBE_TOKENS, tokens_per_batch=HOST_PROBE_TOKENS
         ),
     ),  # fmt: skip
+    # the pre-softmax projection and the loss on real target rows only (#67 item 4)
+    "ours_real_rows": ("ours_real_rows", functools.partial(ours, real_rows_only=True)),
     # each attention's Q/K/V projections as one matrix product (#46 item 2): fuse_projections
     "ours_fused_qkv": ("ours_fused_qkv", functools.partial(ours, fused_qkv=True)),
     # the step that never waits for the device (#46 item 1's host syncs): train.sync_free

@@ -791,13 +791,15 @@ VARIANTS = {  # a training's settings beside the eager one's: the same maths, ot
     "eager": {},
     "compiled_model": {"compile": True},
     "compiled_loss": {"loss_kernel": "compiled"},
+    "real_rows": {"real_rows_only": True},  # the projection and loss skip padded positions
 }
 
 
 def test_a_compiled_model_or_loss_trains_like_the_eager_one(tmp_path, copy_data):
     """train.compile runs the model through torch.compile (inductor) inside DeepSpeed; train.
-    loss_kernel: compiled, the loss. Without dropout, whose random numbers inductor draws
-    differently, each computes what eager does."""
+    loss_kernel: compiled, the loss; train.real_rows_only, the projection on real target rows
+    only. Without dropout, whose random numbers inductor draws differently, each computes what
+    eager does."""
     logs = {}
     for name, settings in VARIANTS.items():
         spec = experiment(tmp_path / f"{name}.json", copy_data, **settings)
@@ -815,7 +817,7 @@ def test_a_compiled_model_or_loss_trains_like_the_eager_one(tmp_path, copy_data)
             if compiled_model
             else summary["compiled_graphs"] is None
         )
-    for name in ("compiled_model", "compiled_loss"):
+    for name in ("compiled_model", "compiled_loss", "real_rows"):
         for eager, other in zip(logs["eager"], logs[name], strict=True):
             assert eager.keys() == other.keys() and eager["step"] == other["step"]
             for key in ("loss", "dev_loss"):

@@ -229,17 +229,20 @@ class Transformer(nn.Module):
         return (x, all_weights) if return_weights else x
 
     @sdpa_kernel(ATTENTION_BACKENDS)
-    def decode(self, target_in, memory, source):
+    def decode(self, target_in, memory, source, rows=None):
         """target_in (B, T) starting with BOS, padded on the right -> logits (B, T, V) of the
-        next tokens. Real positions never see padding; the logits at padded ones are unused."""
+        next tokens. Real positions never see padding; the logits at padded ones are unused, so
+        `rows` (B, T) bool, where given, keeps only those positions: logits (N, V)."""
         y = self.embeddings(target_in)
         memory_mask = self.source_mask(source)
         for layer in self.decoder:
             y = layer(y, memory, memory_mask)
+        if rows is not None:
+            y = y[rows]  # (N, d_model): the projection and the loss skip the padding
         return F.linear(y, self.embeddings.tokens.weight)  # softmax projection = shared embedding
 
-    def forward(self, source, target_in):
-        return self.decode(target_in, self.encode(source), source)
+    def forward(self, source, target_in, rows=None):
+        return self.decode(target_in, self.encode(source), source, rows)
 
 
 def count_parameters(config: TransformerConfig) -> int:

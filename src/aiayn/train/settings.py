@@ -39,6 +39,7 @@ class TrainSettings:
     sync_free: bool = DEFAULTS["sync_free"]  # read the step back at log time (train.sync_free)
     compile: bool = DEFAULTS["compile"]  # torch.compile for training (same maths, faster)
     loss_kernel: str = DEFAULTS["loss_kernel"]  # auto, sliced or compiled (aiayn.train.loss)
+    real_rows_only: bool = DEFAULTS["real_rows_only"]  # the projection on real target rows
     checkpoint_every_steps: int | None = DEFAULTS["checkpoint_every_steps"]
     checkpoint_every_minutes: float | None = DEFAULTS["checkpoint_every_minutes"]
     keep_states: int = DEFAULTS["keep_states"]  # full training states kept for resuming

@@ -24,6 +24,7 @@ from aiayn.train.loader import BatchStream
 from aiayn.train.loss import label_smoothed_loss
 from aiayn.train.settings import TrainSettings
 from aiayn.train.sync_free import DeviceSchedule
+from aiayn.vocab import PAD_ID
 
 VOTES = ("save", "last", "stop")
 log = logging.getLogger(__name__)
@@ -81,10 +82,12 @@ class Steps:
         sums = []
         for batch in batches:
             batch = batch.to(self.device)
-            logits = self.engine(batch.source, batch.target_in)
+            target = batch.target_out
+            rows = target != PAD_ID if self.settings.real_rows_only else None
+            logits = self.engine(batch.source, batch.target_in, rows)
             loss, nll = label_smoothed_loss(
                 logits,
-                batch.target_out,
+                target if rows is None else target[rows],
                 self.settings.label_smoothing,
                 kernel=self.loss_kernel,
             )
