@@ -1,5 +1,6 @@
 """Stage export, on request only (not part of `all`): the averaged model as stock CTranslate2
-or stock transformers loads it, e.g. `snakemake --cores all runs/tiny/export/ct2-int8`."""
+or stock transformers loads it, e.g. `snakemake --cores all runs/tiny/export/ct2-int8`.
+"""
 
 
 rule export:

@@ -99,7 +99,8 @@ def test_a_parser_that_parses_dev_as_it_trains_reads_those_files_and_gets_its_cu
     assert plan.report.inputs("parse_curves")["baselines"] == [
         f"{results}/baselines/ptb_sample/dev.json"
     ]
-    assert "dev_monitor" not in plan.runs.trainer_spec("tiny")
+    tiny = plan.runs.trainer_spec("tiny")["dev_monitor"]  # the toy default scores dev BLEU
+    assert tiny["monitor"] == "aiayn.decode.dev_translation:DevTranslator"
     config = copy.deepcopy(with_parser)
     config["experiments"]["parser_sample"]["train"]["dev_parse_sentences"] = 0
     quiet = Plan(config)

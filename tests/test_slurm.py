@@ -240,6 +240,7 @@ def test_every_rule_of_the_default_pipeline_runs_through_slurm(slurm_cluster, tm
     # seed_scores only summarises experiments of several seeds (tests/test_studies.py runs it).
     rules -= {"seed_scores"}
     rules -= {"run_record"}  # a local rule: it runs in snakemake's own process
+    rules -= {"export"}  # on request only (runs/<experiment>/export/<format>), not in `all`
     assert (root / "results/toy/run.json").exists()
     assert set(jobs) == rules, f"rules not submitted: {rules - set(jobs)}"
     assert (root / "results/toy/tables/table2.md").exists(), output[-5000:]

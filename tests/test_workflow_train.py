@@ -132,7 +132,8 @@ def test_default_config_fills_results_and_the_report(default_run):
     # the paper's layout: five columns, ours under a heading naming the test set, one decimal;
     # one run each: no mark, and the footnote says why
     shown = (default_run / "results/toy/tables/table2.md").read_text().splitlines()
-    assert shown[2].count("|") == 6 and shown[-1].startswith("One run per experiment: no row")
+    assert shown[2].count("|") == 6 and shown[-2].startswith("One run per experiment: no row")
+    assert shown[-1] == "Averaged models: the last 5 checkpoints (the paper's rule)."
     assert "| *Ours, on test (500 lines)* |  |  |  |  |" in shown
     one_head = next(line for line in shown if line.startswith("| tiny_one_head |"))
     assert re.fullmatch(r"\| tiny_one_head \| \d+\.\d \|  \| \d\.\d · 10\^\d+ \|  \|",
