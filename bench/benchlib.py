@@ -128,11 +128,7 @@ def measure(step: Callable[[], int], steps: int, warmup: int, device) -> float:
     """Units per second of `step()` (which returns how many it did) over `steps` timed calls
     after `warmup` untimed ones, the device's queue drained on both sides."""
     warm_up(step, warmup, device)
-    start, done = time.perf_counter(), 0
-    for _ in range(steps):
-        done += step()
-    synchronize(device)
-    return done / (time.perf_counter() - start)
+    return timed_steps(step, steps, device)[0]
 
 
 def timed_steps(step: Callable[[], int], steps: int, device) -> tuple[float, dict]:

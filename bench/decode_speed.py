@@ -111,7 +111,10 @@ def trained(config, processor, args, workdir: Path) -> tuple[Transformer, dict]:
                 "peak_lr": args.train_peak_lr, "first_loss": round(losses[0], 3),
                 "last_loss": round(losses[-1], 3), "dev": dev,
                 "seconds": round(time.perf_counter() - began, 1)}  # fmt: skip
-    return fp32_copy(trainer, config), training
+    model = fp32_copy(trainer, config)
+    if args.dev_source:  # the length penalty, on the dev sentences the checks translated
+        training |= chosen_alpha(model, dev_sentences, dev_references, processor, args)
+    return model, training
 
 
 def fp32_copy(trainer, config) -> Transformer:
@@ -148,12 +151,9 @@ def dev_gates(model, sentences, references, processor, args) -> dict:
     return figures | {"passed": lengths_fit and ends_fit}
 
 
-def chosen_alpha(model, processor, args) -> dict:
+def chosen_alpha(model, sentences, references, processor, args) -> dict:
     """The length penalty's alpha with the best sacreBLEU on the dev sentences (--alphas; the
     paper chose its alpha on dev too); args.alpha becomes it."""
-    lines = args.dev_source.read_text(encoding="utf-8").splitlines()[: args.dev_sentences]
-    sentences = [np.array(processor.encode(line)) for line in lines]
-    references = args.dev_reference.read_text(encoding="utf-8").splitlines()
     bleu = {}
     for alpha in args.alphas:
         found, _ = translate(
@@ -374,8 +374,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as workdir:
         model, processor, training = model_and_subword(args, device, Path(workdir))
         if training:  # kept even if the timing below is cut short
-            record["training"] = training | (chosen_alpha(model, processor, args)
-                                             if args.dev_source else {})  # fmt: skip
+            record["training"] = training
             written(record, args)
         translators = ct2_translators(model, processor, Path(workdir), device) if args.ct2 else {}
         model.to(device)

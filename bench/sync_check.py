@@ -1,7 +1,7 @@
 """Check, not a timing: does train.sync_free's step really never wait for the device? Base (or
 --preset) in bf16 trains 4 steps of 2 micro-batches twice, sync_free off and on, the second
 step's gradients made infinite by a hook (an injected overflow). On CUDA the sync_free steps run
-under torch.cuda.set_sync_debug_mode("error"), so any wait for the device inside a step raises.
+under torch.cuda.set_sync_debug_mode("warn"), so any wait for the device inside a step is caught.
 Recorded: whether a step synchronized, the skip counted, the learning-rate schedule held at the
 skipped step, and the losses and fp32 weights equal to sync_free off. On a CPU (CI's smoke) the
 same run without the sync mode, which CUDA alone has. Issue #67: switch sync_free on by default
@@ -14,6 +14,7 @@ only if this passes and it is >= 1.00x on base and big.
 from __future__ import annotations
 
 import tempfile
+import warnings
 from pathlib import Path
 
 import benchlib
@@ -40,17 +41,18 @@ def four_steps(config, corpus, args, sync_free: bool, folder: Path) -> dict:
     losses, rates, weights, synced = [], [], [], None
     for step in range(1, 5):
         poisoned["now"] = step == 2
-        if cuda and sync_free:
-            torch.cuda.set_sync_debug_mode("error")
-        try:
-            loss, *_ = trainer.train_step(save_requested=False, budget_spent=False)
-        except RuntimeError as err:  # a synchronizing operation under the sync debug mode
-            synced = synced or str(err).splitlines()[0][:200]
-            torch.cuda.set_sync_debug_mode("default")
-            loss, *_ = trainer.train_step(save_requested=False, budget_spent=False)
-        finally:
-            if cuda:
-                torch.cuda.set_sync_debug_mode("default")
+        # "warn", not "error": a step stopped half-way by an error could not be compared
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if cuda and sync_free:
+                torch.cuda.set_sync_debug_mode("warn")
+            try:
+                loss, *_ = trainer.train_step(save_requested=False, budget_spent=False)
+            finally:
+                if cuda:
+                    torch.cuda.set_sync_debug_mode("default")
+        syncs = [str(w.message) for w in caught if "synchroniz" in str(w.message).lower()]
+        synced = synced or (syncs[0].splitlines()[0][:200] if syncs else None)
         losses.append(float(loss))
         rates.append(trainer.engine.lr_scheduler.get_last_lr()[0])
         weights.append(optimizer.fp32_groups_flat_partition[0].detach().clone())
