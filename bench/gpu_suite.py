@@ -285,9 +285,10 @@ SMOKE_TRAIN_SIZES = {"base": [*SMOKE_TRAIN, "--batch-tokens", 1000],
 # ours (on CUDA, DeepSpeed's bf16 optimizer with ZeRO 1 and flat bf16 gradients, the loss through
 # torch.compile) and its A/Bs: the step that never waits for the device, for base the fused
 # Q/K/V projections and fp16 (dynamic loss scaling, what `auto` picks on a V100 or T4), for big
-# one micro-batch of 25000 tokens. HF Marian (2.7-5.5x slower in every call) is an extra.
+# one micro-batch of 25000 tokens. #67's other levers are the extra `levers`.
 BASE_TRAINERS = "ours,ours_sync_free,ours_fused_qkv,ours_fp16"
 BIG_TRAINERS = "ours,ours_sync_free,ours_one_micro_batch"
+LEVER_TRAINERS = "ours_real_rows,ours_fused_norm,ours_math_attention,ours_efficient_attention"
 
 
 def train_run(args, deadline, preset: str, trainers: str | None, profile=False) -> str:
@@ -357,28 +358,31 @@ def decode_run(args, deadline, preset: str, *options, trained: bool = False) -> 
     return status
 
 
-def sync_check(args, deadline) -> str:
-    """sync_check.py (train.sync_free's step under CUDA's sync debug mode, an injected
-    overflow); its record goes into suite.json (a call returns at most 8 files)."""
-    record = args.out / "sync_check.run.json"
-    size = ["--preset", "tiny", "--tokens", 600, "--vocab", 500] if args.smoke else []
-    status = run_capped(python("sync_check.py", *size, "--out", record), deadline, args.out)
+def into_suite(args, deadline, script: str, size: list) -> str:
+    """A standalone benchmark (sync_check.py: train.sync_free's step under CUDA's sync debug
+    mode, an injected overflow; attention_speed.py: SDPA's backends at base's and big's widths)
+    whose record goes into suite.json under its name: a call returns at most 8 files."""
+    name = script.removesuffix(".py")
+    record = args.out / f"{name}.run.json"
+    status = run_capped(python(script, *size, "--out", record), deadline, args.out)
     if record.exists():
-        args.report["sync_check"] = json.loads(record.read_text())
+        args.report[name] = json.loads(record.read_text())
         record.unlink()
     return status
 
 
 def part_runs(args) -> dict:
     """The parts and the extras by name, each a function of its deadline. The extras, most
-    wanted first: base with each layer compiled on its own (#46's compile by region, its
-    compile time in the warm-up's seconds); our step's profile; the loss kernels against one
-    whole log-softmax; the sync check of train.sync_free; base's step at 512 tokens (what
-    the host costs); the HF Marian trainer; the naive trainer; the naive decoder with the
-    decoder's profile; big's naive trainer and profile. Retired, their figures in
-    docs/benchmarks.md: ZeRO 2, bf16 autocast, the whole model and the decoder step
-    compiled."""
-    loss_size = ["--rows", 600, "--vocab", 3000, "--repeats", 1] if args.smoke else []
+    wanted first: the sync check of train.sync_free; base with #67's levers (real target rows
+    only, residual + dropout + LayerNorm fused, attention through SDPA's math or memory-efficient
+    kernels) and the attention microbenchmark that says which backend; base with each layer
+    compiled on its own (#46's compile by region, its compile time in the warm-up's seconds);
+    our step's profile; base's step at 512 tokens (what the host costs); the naive trainer; the
+    naive decoder with the decoder's profile; big's naive trainer and profile. Retired, their
+    figures in docs/benchmarks.md: ZeRO 2, bf16 autocast, the whole model and the decoder step
+    compiled, the loss kernels' A/B, HF Marian's trainer."""
+    sync_size = ["--preset", "tiny", "--tokens", 600, "--vocab", 500] if args.smoke else []
+    attention_size = ["--tokens", 256, "--length", 16, "--steps", 1, "--repeats", 1]
     return {
         "device": lambda deadline: run_capped(python("gpu_suite.py", "measure-device", "--out",
             args.out / "device.json", *(["--smoke"] if args.smoke else [])), deadline, args.out),
@@ -391,15 +395,14 @@ def part_runs(args) -> dict:
         "train_big": lambda deadline: train_run(args, deadline, "big", BIG_TRAINERS),
         "multi30k": lambda deadline: multi30k_part(args, deadline),
         # the extras
+        "sync_check": lambda deadline: into_suite(args, deadline, "sync_check.py", sync_size),
+        "levers": lambda deadline: train_run(args, deadline, "base", LEVER_TRAINERS),
+        "attention": lambda deadline: into_suite(args, deadline, "attention_speed.py",
+                                                 attention_size if args.smoke else []),
         "compiled_layers": lambda deadline: train_run(args, deadline, "base",
                                                       "ours_compiled_layers"),
         "train_profile": lambda deadline: train_run(args, deadline, "base", None, profile=True),
-        "loss": lambda deadline: run_capped(python("loss_speed.py", *loss_size, "--out",
-                                            args.out / "loss_speed.json"), deadline, args.out),
-        "sync_check": lambda deadline: sync_check(args, deadline),
-        "real_rows": lambda deadline: train_run(args, deadline, "base", "ours_real_rows"),
         "host_probe": lambda deadline: train_run(args, deadline, "base", "ours_host_probe"),
-        "hf_trainer": lambda deadline: train_run(args, deadline, "base", "hf"),
         "naive_trainer": lambda deadline: train_run(args, deadline, "base", "naive"),
         "decode_profile": lambda deadline: decode_run(args, deadline, "base", "--profile",
                                                       args.out / "decode.prof.txt"),
@@ -409,8 +412,8 @@ def part_runs(args) -> dict:
 
 EXTRAS = tuple(n for n in part_runs(argparse.Namespace(smoke=0, out=Path())) if n not in PARTS)
 # At smoke size (CI), the extras whose code paths no other part takes.
-SMOKE_EXTRAS = ("train_profile", "loss", "sync_check", "host_probe", "hf_trainer",
-                "naive_trainer", "decode_profile")  # fmt: skip
+SMOKE_EXTRAS = ("sync_check", "train_profile", "host_probe", "naive_trainer",
+                "decode_profile")  # fmt: skip
 
 
 def projected_hours(rows: list[dict]) -> dict:
@@ -578,7 +581,7 @@ def collect(args) -> None:
     def save(record: dict, name: str | None = None) -> None:
         written.append(benchlib.save(record, "gpu", results, name))
 
-    for name in ("device", "train_throughput", "loss_speed"):
+    for name in ("device", "train_throughput"):
         if (source / f"{name}.json").exists():
             save(json.loads((source / f"{name}.json").read_text()), name)
     if (source / "decode_speed.json").exists():

@@ -1,14 +1,14 @@
-"""Benchmark: training throughput of our trainer beside a naive and a peer baseline, in one run.
+"""Benchmark: training throughput of our trainer beside a naive baseline, in one run.
 
 Ours: the workflow's Trainer.train_step (the DeepSpeed engine, length-bucketed batches padded to
 8 and prepared while the device computes, bf16 where the device has it) on a synthetic corpus
 with WMT-like lengths, binarized to a temporary folder. Naive: torch.nn.Transformer of the same
-dimensions, fp32, fixed sentence counts in random order, plain Adam. Peer: HF MarianMTModel with
-the same dimensions and weights (bench/marian.py) on our batches with our loss, bf16 autocast,
-torch's Adam. Reported: real target tokens per second and, on a GPU, model-FLOPs utilisation.
-Each trainer runs --rounds times (in alternating order) and keeps its fastest; the record is
-rewritten to --out after each, so a run cut at a time limit keeps what it measured. The A/B
-trainers (TRAINERS) each change one train setting or the model's layout; docs/benchmarks.md.
+dimensions, fp32, fixed sentence counts in random order, plain Adam. Reported: real target
+tokens per second and, on a GPU, model-FLOPs utilisation. Each trainer runs --rounds times (in
+alternating order) and keeps its fastest; the record is rewritten to --out after each, so a run
+cut at a time limit keeps what it measured. The A/B trainers (TRAINERS) each change one train
+setting or apply one lever of aiayn.train.levers; docs/benchmarks.md. (HF Marian's trainer,
+2.7-5.5x slower than ours in every GPU call, is retired: docs/benchmarks.md has its figures.)
 
     python bench/train_throughput.py                         # base and big at the paper's batch
     python bench/train_throughput.py --presets tiny --tokens 2000 --steps 3   # CPU-sized
@@ -24,20 +24,18 @@ import tempfile
 from pathlib import Path
 
 import benchlib
-import marian
 import numpy as np
 import torch
 import torch.nn.functional as F
 from benchlib import measure
 
-from aiayn.decode.translate import autocast
 from aiayn.flops import training_flops
-from aiayn.model import MultiHeadAttention, Transformer, sinusoidal_positions
+from aiayn.model import Transformer, sinusoidal_positions
 from aiayn.model_config import build_config
 from aiayn.prepare.binarize import write_indexed
+from aiayn.train import levers
 from aiayn.train.batching import collate, step_plan, token_batches
 from aiayn.train.loader import BatchStream
-from aiayn.train.loss import label_smoothed_loss
 from aiayn.train.record import sync_free_mode
 from aiayn.train.settings import Experiment, TrainSettings
 from aiayn.train.trainer import Trainer, leave
@@ -118,61 +116,16 @@ def our_trainer(config, corpus, settings: TrainSettings, folder: Path, edit=None
     return Trainer(experiment, lambda model_config: edited(Transformer(model_config)))
 
 
-def compile_layers(model: Transformer) -> None:
-    """Each encoder and each decoder layer through torch.compile, in place (#46's compile by
-    region): two small graphs, reused by every layer of their kind, where the whole model's
-    one graph never finished compiling within 100 s on a GPU. Parameter names do not change."""
-    for layer in (*model.encoder, *model.decoder):
-        layer.compile()
-
-
-def fuse_projections(model: Transformer) -> Transformer:
-    """#46 item 2's fused Q/K/V, in place: each attention's three input projections become one
-    matrix of their weights stacked (Q, K, V), so self-attention projects its input once, and
-    encoder-decoder attention the memory's keys and values once (a slice of the same matrix).
-    The same function; the parameters are renamed (w_qkv), so it is an A/B, not a checkpoint
-    format."""
-    for attention in [m for m in model.modules() if isinstance(m, MultiHeadAttention)]:
-        widths = [attention.w_q.out_features, attention.w_k.out_features,
-                  attention.w_v.out_features]  # fmt: skip
-        attention.w_qkv = torch.nn.Linear(attention.w_q.in_features, sum(widths))
-        with torch.no_grad():
-            for name in ("weight", "bias"):
-                parts = [getattr(getattr(attention, w), name) for w in ("w_q", "w_k", "w_v")]
-                getattr(attention.w_qkv, name).copy_(torch.cat(parts))
-        del attention.w_k, attention.w_v
-        attention.w_q = torch.nn.Identity()  # attend() projects the query: already done
-        attention.forward = functools.partial(fused_attention, attention, widths)
-    return model
-
-
-def fused_attention(self, widths, query, key, value, mask=None, return_weights=False,
-                    causal=False):  # fmt: skip
-    """MultiHeadAttention.forward over one stacked projection (fuse_projections)."""
-    if query is key is value:  # self-attention: (B, T, d_q + d_k + d_v) in one product
-        q, k, v = self.w_qkv(query).split(widths, dim=-1)
-    else:  # the decoder's queries; the memory's keys and values in one product
-        weight, bias = self.w_qkv.weight, self.w_qkv.bias
-        q = F.linear(query, weight[: widths[0]], bias[: widths[0]])
-        k, v = F.linear(key, weight[widths[0] :], bias[widths[0] :]).split(widths[1:], dim=-1)
-    k, v = self.split_heads(k, self.d_k), self.split_heads(v, self.d_v)  # (B, h, Tk, d)
-    return self.attend(q, k, v, mask, return_weights, causal)
-
-
-def ours(config, corpus, args, device, by_layer=False, fused_qkv=False,
-         profile_to: Path | None = None, **changes):  # fmt: skip
+def ours(config, corpus, args, device, edit=None, profile_to: Path | None = None, **changes):
     """The trainer's own step (no checkpoints, no evaluation) on the corpus, with the train
-    settings `changes` (`tokens_per_batch=args.tokens`: one micro-batch a step), with
-    `by_layer` each layer compiled on its own, with `fused_qkv` each attention's projections
-    fused. The warm-up steps pay for compiling: their seconds are recorded. Besides tokens per
-    second, what the step held and took (step_figures). With `profile_to`, the timed steps run
-    under torch.profiler instead, and its table is appended there."""
+    settings `changes` (`tokens_per_batch=args.tokens`: one micro-batch a step), its model
+    changed by `edit` (a lever of aiayn.train.levers) before DeepSpeed wraps it. The warm-up
+    steps pay for any compiling: their seconds are recorded. Besides tokens per second, what
+    the step held and took (step_figures). With `profile_to`, the timed steps run under
+    torch.profiler instead, and its table is appended there."""
     with tempfile.TemporaryDirectory() as folder:
         settings = bench_settings(args, **changes)
-        edit = fuse_projections if fused_qkv else None
         trainer = our_trainer(config, corpus, settings, Path(folder), edit)
-        if by_layer:
-            compile_layers(trainer.engine.module)
 
         losses = []  # (loss sum, tokens) of each step, read after the timing
 
@@ -247,35 +200,6 @@ class NaiveTransformer(torch.nn.Module):
         return out @ self.embed.weight.T
 
 
-def hugging_face(config, corpus, args, device):
-    """MarianMTModel with the same dimensions and initial weights (bench/marian.py), trained on
-    our batches with our loss: bf16 autocast where the device has it, torch's Adam (fused on
-    GPUs), no DeepSpeed. Target tokens per second, or why not."""
-    if not marian.available():
-        return "skipped: transformers is not installed"
-    torch.manual_seed(0)
-    model = marian.marian_from_ours(Transformer(config).to(device)).train()
-    fused = {"fused": True} if device.type == "cuda" else {}
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, **fused)
-    plan, accumulation = batch_plan(corpus, args)
-    stream = BatchStream(*corpus, plan, TrainSettings.pad_to_multiple, device)
-
-    def step():
-        group = stream.take(accumulation)
-        total = sum(b.target_tokens for b in group)
-        optimizer.zero_grad(set_to_none=True)
-        for batch in group:
-            with autocast(device):
-                logits = marian.marian_logits(model, batch.source, batch.target_in)
-            loss, _ = label_smoothed_loss(logits.float(), batch.target_out, 0.1)
-            (loss / total).backward()
-        optimizer.step()
-        stream.prepare(accumulation)
-        return total
-
-    return measure(step, args.steps, args.warmup, device)
-
-
 NAIVE_BATCH_TOKENS = 6250  # its fp32 batch of 25000 tokens ran out of 140 GB on an H200
 
 
@@ -307,49 +231,40 @@ def naive(config, corpus, args, device):
 
 
 HOST_PROBE_TOKENS = 512
-TRAINERS = {  # name on the command line: (its key in a result row, how it runs)
-    "ours": ("ours", ours),
-    "hf": ("hf_marian", hugging_face),
-    "naive": ("naive_fp32_nn_transformer", naive),
-    "ours_compiled_layers": ("ours_compiled_layers", functools.partial(ours, by_layer=True)),
-    # A/B of the loss (ours: train.loss_kernel auto, compiled on CUDA): each kernel by name
-    "ours_sliced_loss": ("ours_sliced_loss", functools.partial(ours, loss_kernel="sliced")),
-    "ours_compiled_loss": ("ours_compiled_loss", functools.partial(ours, loss_kernel="compiled")),
+
+
+def cuda_only(trainer, why: str):
+    """The trainer on a CUDA device; elsewhere, why it did not run."""
+    return lambda *run: trainer(*run) if run[3].type == "cuda" else f"skipped: {why}"
+
+
+TRAINERS = {  # name on the command line (and its key in a result row): how it runs
+    "ours": ours,
+    "naive": naive,  # its row key: NAIVE_KEY
     # fp16 with dynamic loss scaling, what `auto` picks on a V100 or T4 (7.x), against bf16
-    "ours_fp16": (
-        "ours_fp16",
-        lambda *run: (
-            "skipped: fp16 needs a CUDA GPU"
-            if run[3].type != "cuda"
-            else ours(*run, precision="fp16")
-        ),
-    ),  # fmt: skip
-    # ours' flat bf16 gradients (train.flat_gradients) against DeepSpeed's bf16 optimizer as
-    # shipped, parameter by parameter
-    "ours_per_parameter_grads": (
-        "ours_per_parameter_grads",
-        functools.partial(ours, flat_gradients=False),
-    ),
+    "ours_fp16": cuda_only(functools.partial(ours, precision="fp16"), "fp16 needs a CUDA GPU"),
+    # the step that never waits for the device (#46 item 1's host syncs): train.sync_free
+    "ours_sync_free": functools.partial(ours, sync_free=True),
     # big's step as one micro-batch of 25000 tokens rather than two (memory permitting)
-    "ours_one_micro_batch": (
-        "ours_one_micro_batch",
-        lambda *run: ours(*run, tokens_per_batch=run[2].tokens),
-    ),
+    "ours_one_micro_batch": lambda *run: ours(*run, tokens_per_batch=run[2].tokens),
     # the host's cost of a step: the same step at a batch of 512 tokens, whose device work is
     # near nothing, so its step_ms is what the host spends (launches, Python, DeepSpeed)
-    "ours_host_probe": (
-        "ours_host_probe",
-        lambda *run: ours(
-            *run, tokens_per_step=HOST_PROBE_TOKENS, tokens_per_batch=HOST_PROBE_TOKENS
-        ),
-    ),  # fmt: skip
+    "ours_host_probe": lambda *run: ours(*run, tokens_per_step=HOST_PROBE_TOKENS,
+                                         tokens_per_batch=HOST_PROBE_TOKENS),  # fmt: skip
     # the pre-softmax projection and the loss on real target rows only (#67 item 4)
-    "ours_real_rows": ("ours_real_rows", functools.partial(ours, real_rows_only=True)),
-    # each attention's Q/K/V projections as one matrix product (#46 item 2): fuse_projections
-    "ours_fused_qkv": ("ours_fused_qkv", functools.partial(ours, fused_qkv=True)),
-    # the step that never waits for the device (#46 item 1's host syncs): train.sync_free
-    "ours_sync_free": ("ours_sync_free", functools.partial(ours, sync_free=True)),
-}
+    "ours_real_rows": functools.partial(ours, real_rows_only=True),
+    # the levers (aiayn.train.levers): Q/K/V as one product (#46 item 2), each layer compiled
+    # on its own (#46), residual + dropout + LayerNorm fused (#67), attention at widths <= 64
+    # through SDPA's math or memory-efficient kernels (#67, bench/attention_speed.py)
+    "ours_fused_qkv": functools.partial(ours, edit=levers.fuse_projections),
+    "ours_compiled_layers": functools.partial(ours, edit=levers.compile_layers),
+    "ours_fused_norm": functools.partial(ours, edit=levers.fuse_residual_norms),
+    "ours_math_attention": functools.partial(ours, edit=functools.partial(
+        levers.pin_attention_backend, backend="math")),
+    "ours_efficient_attention": cuda_only(functools.partial(ours, edit=functools.partial(
+        levers.pin_attention_backend, backend="efficient")), "its kernel needs a CUDA GPU"),
+}  # fmt: skip
+NAIVE_KEY = "naive_fp32_nn_transformer"
 
 
 def utilisation(flops_per_s: float, datasheet_tflops, measured_tflops) -> dict:
@@ -375,7 +290,7 @@ def measure_preset(preset: str, corpus, args, device, peak, write) -> dict:
     args.rows.append(row)
     best: dict[str, float] = {}
     for name in benchlib.alternating([] if args.profile_only else args.trainers, args.rounds):
-        key, trainer = TRAINERS[name]
+        key, trainer = (NAIVE_KEY if name == "naive" else name), TRAINERS[name]
         torch.manual_seed(0)
         result = trainer(config, corpus, args, device)
         if isinstance(result, str):  # why it did not run
@@ -414,7 +329,7 @@ def main() -> None:
         help="train.precision (default: the trainer's)",
     )
     add("--trainers", type=benchlib.comma_list(TRAINERS, "trainers"),
-        default=["ours", "naive", "hf"], help=f"some of {', '.join(TRAINERS)}")  # fmt: skip
+        default=["ours", "naive"], help=f"some of {', '.join(TRAINERS)}")  # fmt: skip
     add("--rounds", type=int, default=2, help="runs of each trainer; its fastest counts")
     add("--measured-peak-tflops", type=float,
         help="the measured bf16 matmul rate (gpu_suite.py): MFU also against it")  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import subprocess
 import sys
@@ -92,49 +93,61 @@ def test_train_throughput_counts_the_flops_of_real_tokens_only():
         assert train_throughput.flops_per_step(config, [batch]) == expected
 
 
-@pytest.mark.workflow  # a real training in-process, compiling (about 40 s on 2 cores)
-def test_layers_compiled_one_by_one_train_as_the_eager_model(tmp_path):
-    """The suite's compiled_layers A/B (#46: compile by region): each encoder and decoder layer
-    through torch.compile, in place inside our trainer's engine, computes the eager steps'
-    losses (without dropout, whose random numbers inductor draws differently)."""
+def lever_losses(tmp_path, config, lever=None, steps: int = 3) -> list[float]:
+    """Our trainer's first steps' losses on a fixed corpus, its model changed by `lever` (one
+    of aiayn.train.levers) before DeepSpeed wraps it."""
     import train_throughput
-    from torch._dynamo.utils import counters
 
     from aiayn.train.engine import init_process
     from aiayn.train.settings import TrainSettings
 
     init_process()
-    config = build_config(500, "tiny", dropout=0.0)
     rng = np.random.default_rng(0)  # sentences of one length: one shape, compiled once
     corpus = [list(rng.integers(4, 500, (300, 9))) for _ in range(2)]
     settings = TrainSettings(tokens_per_step=1000, tokens_per_batch=1250,
                              checkpoint_every_minutes=None)  # fmt: skip
-    losses, graphs = {}, counters["stats"]["unique_graphs"]
-    for by_layer in (False, True):
-        (tmp_path / str(by_layer)).mkdir()
-        trainer = train_throughput.our_trainer(config, corpus, settings, tmp_path / str(by_layer))
-        if by_layer:
-            train_throughput.compile_layers(trainer.engine.module)
-        steps = [trainer.train_step(save_requested=False, budget_spent=False) for _ in range(3)]
-        losses[by_layer] = [loss for loss, *_ in steps]
-    assert counters["stats"]["unique_graphs"] > graphs  # the layers did compile
-    assert losses[True] == pytest.approx(losses[False], rel=1e-4)
-    assert len(set(losses[False])) == 3  # three steps on different batches
+    folder = tmp_path / (lever.__name__ if lever else "eager")
+    trainer = train_throughput.our_trainer(config, corpus, settings, folder, lever)
+    return [trainer.train_step(save_requested=False, budget_spent=False)[0] for _ in range(steps)]
+
+
+@pytest.mark.workflow  # real trainings in-process, compiling (about 60 s on 2 cores)
+def test_compiled_levers_train_as_the_eager_model(tmp_path):
+    """The suite's compiled_layers (#46: each layer through torch.compile) and fused_norm (#67:
+    residual + dropout + LayerNorm as one compiled region) levers, applied inside our trainer,
+    compute the eager steps' losses (without dropout, whose random numbers inductor draws
+    differently); with dropout, the fused region still drops in training only."""
+    from torch._dynamo.utils import counters
+
+    from aiayn.train import levers
+
+    config = build_config(500, "tiny", dropout=0.0)
+    eager = lever_losses(tmp_path, config)
+    assert len(set(eager)) == 3  # three steps on different batches
+    for lever in (levers.compile_layers, levers.fuse_residual_norms):
+        graphs = counters["stats"]["unique_graphs"]
+        assert lever_losses(tmp_path, config, lever) == pytest.approx(eager, rel=1e-4), lever
+        assert counters["stats"]["unique_graphs"] > graphs  # it did compile
+
+    torch.manual_seed(0)
+    model = Transformer(build_config(500, "tiny", dropout=0.3))
+    fused = levers.fuse_residual_norms(copy.deepcopy(model))
+    assert [n for n, _ in fused.named_parameters()] == [n for n, _ in model.named_parameters()]
+    source, target = torch.randint(4, 500, (3, 7)), torch.randint(4, 500, (3, 5))
+    torch.testing.assert_close(fused.eval()(source, target), model.eval()(source, target))
+    assert not torch.allclose(fused.train()(source, target), model.eval()(source, target))
 
 
 def test_fused_qkv_projections_compute_and_train_as_the_separate_ones(tmp_path):
-    """The suite's fused_qkv A/B (#46 item 2): each attention's Q/K/V projections as one stacked
-    matrix computes the model's own function (logits to fp32 rounding, the same number of
-    weights) and, inside our trainer's engine, its steps' losses."""
-    import train_throughput
-
-    from aiayn.train.engine import init_process
-    from aiayn.train.settings import TrainSettings
+    """The suite's fused_qkv lever (#46 item 2): each attention's Q/K/V projections as one
+    stacked matrix computes the model's own function (logits to fp32 rounding, the same number
+    of weights) and, inside our trainer's engine, its steps' losses."""
+    from aiayn.train import levers
 
     config = build_config(500, "tiny", dropout=0.0)
     torch.manual_seed(0)
     separate = Transformer(config).eval()
-    fused = train_throughput.fuse_projections(copy.deepcopy(separate))
+    fused = levers.fuse_projections(copy.deepcopy(separate))
     source, target = torch.randint(4, 500, (3, 7)), torch.randint(4, 500, (3, 5))
     names = [name for name, _ in fused.named_parameters()]
     assert sum(".w_qkv." in name for name in names) == 2 * 3 * config.n_layers  # weight, bias
@@ -143,20 +156,32 @@ def test_fused_qkv_projections_compute_and_train_as_the_separate_ones(tmp_path):
         p.numel() for p in separate.parameters()
     )
     torch.testing.assert_close(fused(source, target), separate(source, target))
+    fused_losses = lever_losses(tmp_path, config, levers.fuse_projections)
+    assert fused_losses == pytest.approx(lever_losses(tmp_path, config), rel=1e-5)
 
-    init_process()
-    rng = np.random.default_rng(0)
-    corpus = [list(rng.integers(4, 500, (300, 9))) for _ in range(2)]
-    settings = TrainSettings(tokens_per_step=1000, tokens_per_batch=1250,
-                             checkpoint_every_minutes=None)  # fmt: skip
-    losses = {}
-    for fuse in (False, True):
-        edit = train_throughput.fuse_projections if fuse else None
-        trainer = train_throughput.our_trainer(config, corpus, settings, tmp_path / str(fuse), edit)
-        assert any("w_qkv" in name for name, _ in trainer.engine.module.named_parameters()) == fuse
-        steps = [trainer.train_step(save_requested=False, budget_spent=False) for _ in range(3)]
-        losses[fuse] = [loss for loss, *_ in steps]
-    assert losses[True] == pytest.approx(losses[False], rel=1e-5) and len(set(losses[True])) == 3
+
+def test_an_attention_backend_pinned_by_width_computes_and_trains_as_the_model(tmp_path):
+    """#67's attention lever: heads at most 64 wide through one SDPA backend. The math kernel
+    gives the model's logits and training steps; the pin really decides (memory-efficient
+    attention has no CPU kernel, so pinned here it fails), and only at the widths asked."""
+    from aiayn.train import levers
+
+    config = build_config(500, "tiny", dropout=0.0)
+    torch.manual_seed(0)
+    model = Transformer(config).eval()
+    source, target = torch.randint(4, 500, (3, 7)), torch.randint(4, 500, (3, 5))
+    source[0, 4:] = 0  # a padded row: the encoder passes a mask
+    math = levers.pin_attention_backend(copy.deepcopy(model), "math")
+    torch.testing.assert_close(math(source, target), model(source, target))
+    narrow = levers.pin_attention_backend(copy.deepcopy(model), "efficient", max_head_width=1)
+    torch.testing.assert_close(narrow(source, target), model(source, target))  # none pinned
+    with pytest.raises(RuntimeError, match="No viable backend"):
+        levers.pin_attention_backend(copy.deepcopy(model), "efficient")(source, target)
+    pinned = functools.partial(levers.pin_attention_backend, backend="math")
+    pinned.__name__ = "math_attention"
+    assert lever_losses(tmp_path, config, pinned) == pytest.approx(
+        lever_losses(tmp_path, config), rel=1e-5
+    )
 
 
 def test_attention_benchmark_times_each_backend_or_says_why_it_cannot(tmp_path):

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import PROJECT, edit_config, quick_experiment, shared
+from tests.conftest import PROJECT, shared
 
 
 def run(*command: str) -> subprocess.CompletedProcess:
@@ -59,32 +59,16 @@ def test_loading_the_workflow_imports_no_heavy_package():
     assert result.stdout.strip() == "[]", f"{imports} load {result.stdout.strip()}"
 
 
-def test_data_stages_benchmark_prints_bpe_and_binarization_figures():
-    result = run(
-        sys.executable, "bench/data_stages.py", "--sizes", "2000", "4000", "--bpe-sample", "1000"
-    )
-    assert result.returncode == 0, result.stderr
-    record = json.loads(result.stdout.strip().splitlines()[-1])
-    assert record["bench"] == "data_stages"
-    head = subprocess.run(
-        ["git", "rev-parse", "--short=7", "HEAD"], cwd=PROJECT, text=True, capture_output=True
-    ).stdout.strip()
-    assert record["commit"].startswith(head or "unknown")  # -dirty when the code is uncommitted
-    assert record["command"].startswith(
-        "python bench/data_stages.py --sizes 2000 4000 --bpe-sample 1000"
-    )
-    assert [r["lines"] for r in record["results"]] == [2000, 4000]
-    for row in record["results"]:
-        for method in ("bpe_sampled", "bpe_all_lines", "streaming", "naive"):
-            assert row[method]["lines_per_s"] > 0 and row[method]["peak_rss_mib"] > 0
-    assert set(record["rss_growth"]) == {"bpe_sampled", "bpe_all_lines", "streaming", "naive"}
-
-
 def test_wmt_rehearsal_runs_every_data_stage_with_the_paper_preset():
     result = run(sys.executable, "bench/wmt_rehearsal.py", "--pairs", "2000", "8000")
     assert result.returncode == 0, result.stderr
     record = json.loads(result.stdout.strip().splitlines()[-1])
     assert record["bench"] == "wmt_rehearsal" and record["preset"] == "configs/wmt14_en_de.yaml"
+    head = subprocess.run(
+        ["git", "rev-parse", "--short=7", "HEAD"], cwd=PROJECT, text=True, capture_output=True
+    ).stdout.strip()
+    assert record["commit"].startswith(head or "unknown")  # -dirty when the code is uncommitted
+    assert record["command"].startswith("python bench/wmt_rehearsal.py --pairs 2000 8000")
     assert [r["pairs"] for r in record["results"]] == [2000, 8000]
     for row in record["results"]:
         for stage in ("download", "clean", "subword", "binarize", "plan_epoch"):
@@ -92,27 +76,6 @@ def test_wmt_rehearsal_runs_every_data_stage_with_the_paper_preset():
         assert row["clean"]["kept_pairs"] == row["pairs"]  # ratio 9 keeps every toy pair
         assert row["subword"]["input_sentence_size"] == 4_000_000
         assert row["plan_epoch"]["too_long"] == 0 and row["plan_epoch"]["batches"] > 0
-
-
-def test_collate_benchmark_checks_ours_against_the_sentence_by_sentence_baseline():
-    result = run(sys.executable, "bench/collate_speed.py", "--pairs", "3000", "--tokens", "2000")
-    assert result.returncode == 0, result.stderr[-3000:]
-    record = json.loads(result.stdout.strip().splitlines()[-1])
-    assert record["bench"] == "collate_speed" and record["batches"] > 10
-    assert record["same_tensors"] is True  # every batch of the epoch, tensor for tensor
-    ratio = record["sentence_by_sentence_ms_per_batch"] / record["ours_ms_per_batch"]
-    assert record["speedup"] == pytest.approx(ratio, rel=0.05)
-
-
-def test_loss_benchmark_checks_the_sliced_loss_against_one_whole_log_softmax():
-    result = run(sys.executable, "bench/loss_speed.py", "--rows", "600", "--vocab", "3000",
-                 "--repeats", "1")  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    record = json.loads(result.stdout.strip().splitlines()[-1])
-    assert record["bench"] == "loss_speed" and record["same_loss"] and record["same_gradient"]
-    ours, baseline = record["sliced"], record["whole_log_softmax"]
-    assert record["speedup"] == pytest.approx(baseline["ms"] / ours["ms"], rel=0.05)
-    assert ours["peak_rss_mib"] > 0 and record["memory_measure"] == "peak_rss_mib"
 
 
 def test_decode_speed_benchmark_compares_ours_with_recomputing_and_hf_generate(tmp_path):
@@ -184,27 +147,6 @@ def git_rev(revision: str) -> str:
         ["git", "rev-parse", "--short=7", revision], cwd=PROJECT, capture_output=True, text=True
     )
     return found.stdout.strip()
-
-
-@pytest.mark.workflow
-def test_default_workflow_benchmark_times_all_cores_against_one(tmp_path):
-    shutil.copy2(PROJECT / "config.yaml", tmp_path / "config.yaml")
-    quick_experiment(tmp_path, max_steps=10)
-    toy = str(PROJECT / "configs" / "data" / "toy.yaml")  # the copy's include, from elsewhere
-    edit_config(tmp_path, lambda config: config.update(include=[toy]))
-    result = run(
-        sys.executable, "bench/default_workflow.py", "--config-file", str(tmp_path / "config.yaml")
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    record = json.loads(result.stdout.strip().splitlines()[-1])
-    assert record["bench"] == "default_workflow" and record["config"].endswith("config.yaml")
-    for run_ in (record["all_cores"], record["one_core"]):
-        assert run_["jobs"] == record["all_cores"]["jobs"] > 10 and run_["seconds"] > 0
-        assert set(run_["stages"]) == {"download", "subword", "binarize", "train", "decode"}
-        assert run_["stages"]["train"]["jobs"] == 1
-    assert record["one_core"]["cores"] == 1 and record["all_cores"]["cores"] == os.cpu_count()
-    speedup = record["one_core"]["seconds"] / record["all_cores"]["seconds"]
-    assert record["speedup"] == pytest.approx(speedup, abs=0.01)
 
 
 DOCS = PROJECT / "docs"
