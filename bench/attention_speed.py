@@ -16,10 +16,10 @@ import math
 import benchlib
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import sdpa_kernel
 
-BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-            "math": SDPBackend.MATH}  # fmt: skip
+from aiayn.train.levers import ATTENTION_BACKEND_NAMES as BACKENDS  # as the levers pin them
+
 SHAPES = {"base": (8, 64), "big": (16, 64)}  # heads, d_k
 
 

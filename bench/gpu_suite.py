@@ -382,7 +382,8 @@ def part_runs(args) -> dict:
     figures in docs/benchmarks.md: ZeRO 2, bf16 autocast, the whole model and the decoder step
     compiled, the loss kernels' A/B, HF Marian's trainer."""
     sync_size = ["--preset", "tiny", "--tokens", 600, "--vocab", 500] if args.smoke else []
-    attention_size = ["--tokens", 256, "--length", 16, "--steps", 1, "--repeats", 1]
+    smoke_attention = ["--tokens", 256, "--length", 16, "--steps", 1, "--repeats", 1]
+    attention_size = smoke_attention if args.smoke else []
     return {
         "device": lambda deadline: run_capped(python("gpu_suite.py", "measure-device", "--out",
             args.out / "device.json", *(["--smoke"] if args.smoke else [])), deadline, args.out),
@@ -398,7 +399,7 @@ def part_runs(args) -> dict:
         "sync_check": lambda deadline: into_suite(args, deadline, "sync_check.py", sync_size),
         "levers": lambda deadline: train_run(args, deadline, "base", LEVER_TRAINERS),
         "attention": lambda deadline: into_suite(args, deadline, "attention_speed.py",
-                                                 attention_size if args.smoke else []),
+                                                 attention_size),
         "compiled_layers": lambda deadline: train_run(args, deadline, "base",
                                                       "ours_compiled_layers"),
         "train_profile": lambda deadline: train_run(args, deadline, "base", None, profile=True),

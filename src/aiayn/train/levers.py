@@ -82,8 +82,9 @@ def fuse_residual_norms(model: Transformer) -> Transformer:
     return model
 
 
-ATTENTION_BACKEND_NAMES = {"flash": SDPBackend.FLASH_ATTENTION, "math": SDPBackend.MATH,
-                           "efficient": SDPBackend.EFFICIENT_ATTENTION}  # fmt: skip
+ATTENTION_BACKEND_NAMES = {"flash": SDPBackend.FLASH_ATTENTION,
+                           "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                           "math": SDPBackend.MATH}  # fmt: skip
 
 
 def pin_attention_backend(model: Transformer, backend: str, max_head_width: int = 64):
