@@ -16,7 +16,7 @@ min_version("9.0")
 
 # This checkout: the Snakefile's own folder, also where a deploying workflow uses it as a
 # Snakemake module (there workflow.basedir is the deploying workflow's folder). It is a local
-# clone: the rules hash the package's source files for their rerun triggers.
+# clone: the rules version the package's source files for their rerun triggers.
 CHECKOUT = Path(workflow.current_basedir.get_path_or_uri(secret_free=True))
 sys.path.insert(0, str(CHECKOUT / "src"))
 from aiayn.config.load import plain_errors, prepared_config

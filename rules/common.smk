@@ -25,7 +25,7 @@ from aiayn.parsing.treebank import select_files
 from aiayn.config.plan import FIGURES, PARSING_FIGURES, TABLES, Plan
 from aiayn.report.front_page import front_page
 from aiayn.report.run_record import remember_invocation, write_run_record
-from aiayn.config.versions import modules_version, study_versions
+from aiayn.config.versions import code_version as script_code_version, study_versions
 from aiayn.config.workflow import use_this_checkout
 
 use_this_checkout(SRC_DIR.parent)
@@ -47,10 +47,11 @@ wildcard_constraints:
 
 
 def code_version(script):
-    """Hash of the src/aiayn modules that workflow_scripts/{script} runs, passed as a param so
-    that editing any of them reruns the rule (Snakemake's code trigger sees the script only).
+    """What workflow_scripts/{script} and the src/aiayn modules it runs do (not how they are
+    written: aiayn.config.code_meaning), passed as a param so that a change of any of them
+    reruns the rule (Snakemake's own code trigger sees the script's modification time only).
     """
-    return modules_version(SCRIPTS_DIR / script, SRC_DIR)
+    return script_code_version(SCRIPTS_DIR / script, CHECKOUT)
 
 
 def names_pattern(names):

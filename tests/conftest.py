@@ -180,6 +180,11 @@ def run_snakemake(workdir: Path, *args: str, check: bool = True, env: dict | Non
     return result
 
 
+# An edit that changes what a module does (a new statement), for tests of what a code change
+# reruns: comments, docstrings and formatting never reach a stage's version (aiayn.config.code_meaning).
+STATEMENT_EDIT = "\nEDITED_BY_A_TEST = True\n"
+
+
 def wrap_sgml(lines: list[str], path: Path) -> None:
     """Plain lines as WMT's fake SGML, the format sacrebleu extracts its test sets from."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -454,7 +454,9 @@ def test_aiayn_results_names_a_hand_edit_a_literal_param_and_an_unreadable_recor
     )
     found = states()
     assert found["results/toy_seeds"].startswith("unreadable: results/toy_seeds/run.json (")
-    assert found["results/wmt14_en_de_sample"].startswith("stale: code of score;")
+    assert found["results/wmt14_en_de_sample"].startswith(
+        "stale: code of score (rules/score.smk: params of score);"
+    )
     assert found["results/ptb_sample"] == "current"  # a parser study has no score rule
 
 

@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from aiayn.config.code_meaning import meaning_version
 from aiayn.config.workflow import package_modules
 from tests.conftest import PROJECT
 
@@ -113,3 +116,66 @@ def test_editing_the_bpe_trainer_or_the_report_reruns_neither_training_nor_decod
     assert "prepare/subword.py" in names(package_modules(scripts / "binarize.py", SRC))
     resolution = names(package_modules(PACKAGE / "config" / "experiments.py", SRC))
     assert not {name for name in resolution if name.startswith("report/")}, resolution
+
+
+BASE_MODULE = '''"""A module."""
+
+import math
+from os import path, sep
+
+
+def rate(step: int, warmup: int = 4000) -> float:
+    """The schedule."""
+    # a comment
+    return min(step**-0.5, step * warmup**-1.5)
+'''
+
+SAME_MEANING = {
+    "docstrings edited or gone": BASE_MODULE.replace('"""A module."""', "").replace(
+        '"""The schedule."""', '"""The schedule, said better."""'
+    ),
+    "comments and blank lines": BASE_MODULE.replace("# a comment", "# another\n\n\n# and one"),
+    "line breaks, parentheses, quotes and trailing commas": BASE_MODULE.replace(
+        "def rate(step: int, warmup: int = 4000) -> float:",
+        "def rate(\n    step: int,\n    warmup: int = (4000),\n) -> float:",
+    ).replace(
+        "min(step**-0.5, step * warmup**-1.5)",
+        "min(\n        step ** -0.5,\n        (step * warmup ** -1.5),\n    )",
+    ),
+    "imports reordered": BASE_MODULE.replace(
+        "import math\nfrom os import path, sep", "from os import sep, path\nimport math"
+    ),
+    "a no-op statement": BASE_MODULE + "\n\npass\n...\n",
+    "the float written otherwise": BASE_MODULE.replace("-0.5", "-.50"),
+}
+
+OTHER_MEANING = {
+    "a constant": BASE_MODULE.replace("-1.5", "-1.25"),
+    "a default": BASE_MODULE.replace("4000", "8000"),
+    "a signature": BASE_MODULE.replace("warmup: int = 4000", "*, warmup: int = 4000"),
+    "a statement": BASE_MODULE.replace("return min(", "return max("),
+    "an import": BASE_MODULE.replace("from os import path, sep", "from os import path"),
+    "a string that is a value, not a docstring": BASE_MODULE + 'NAME = "a"\n',
+}
+
+
+@pytest.mark.parametrize("edit", SAME_MEANING)
+def test_writing_the_same_code_otherwise_keeps_its_version(edit):
+    assert meaning_version(SAME_MEANING[edit]) == meaning_version(BASE_MODULE)
+
+
+@pytest.mark.parametrize("edit", OTHER_MEANING)
+def test_changing_what_the_code_does_changes_its_version(edit):
+    assert meaning_version(OTHER_MEANING[edit]) != meaning_version(BASE_MODULE)
+
+
+def test_ruff_format_of_a_module_mangled_by_hand_keeps_its_version(tmp_path):
+    """The formatter users run: a real module of ours, its layout mangled, then `ruff format`."""
+    original = (PACKAGE / "train" / "schedule.py").read_text()
+    mangled = original.replace("    ", "        ").replace('"', "'")
+    module = tmp_path / "schedule.py"
+    module.write_text(mangled)
+    subprocess.run([sys.executable, "-m", "ruff", "format", "-q", str(module)], check=True)
+    assert mangled != original
+    assert meaning_version(mangled) == meaning_version(original)
+    assert meaning_version(module.read_text()) == meaning_version(original)

@@ -14,6 +14,7 @@ from aiayn.prepare.binarize import IndexedDataset
 from aiayn.prepare.subword import load
 from tests.conftest import (
     PROJECT,
+    STATEMENT_EDIT,
     copy_built,
     copy_project,
     edit_config,
@@ -137,7 +138,7 @@ def test_dev_split_size_reruns_that_split_only(built):
 def test_editing_stage_code_reruns_that_stage(built):
     before = snapshot(built)
     with open(built / "src/aiayn/data/clean.py", "a") as handle:
-        handle.write("\n# an edit\n")
+        handle.write(STATEMENT_EDIT)
     run_snakemake(built)
     changed = rewritten(before, snapshot(built))
     assert files("clean", *ALL_SPLITS) <= changed and not files("raw", *ALL_SPLITS) & changed
@@ -147,7 +148,7 @@ def test_touch_records_an_edit_that_changes_no_result_without_rerunning(built):
     """The README's way to keep finished outputs after an update that cannot change them."""
     contents = {path: (built / path).read_bytes() for path in snapshot(built)}
     with open(built / "src/aiayn/data/clean.py", "a") as handle:
-        handle.write("\n# a comment: no result changes\n")
+        handle.write(STATEMENT_EDIT)  # a statement that moves no result
     planned = run_snakemake(built, "-n")
     assert "Params have changed" in planned.stdout + planned.stderr
     run_snakemake(built, "--touch")

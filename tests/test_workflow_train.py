@@ -21,6 +21,7 @@ import yaml
 from aiayn.train.checkpoint import load_weights
 from tests.conftest import (
     PROJECT,
+    STATEMENT_EDIT,
     copy_built,
     copy_project,
     edit_config,
@@ -362,7 +363,7 @@ def test_editing_a_module_reruns_the_rules_that_import_it(default_run, module, r
     path = default_run / "src/aiayn" / module
     original = path.read_bytes()
     try:
-        path.write_bytes(original + b"\n# an edit\n")
+        path.write_bytes(original + STATEMENT_EDIT.encode())
         planned = planned_rules(default_run)
     finally:
         path.write_bytes(original)
@@ -394,7 +395,7 @@ def test_a_bigger_budget_resumes_training_and_leaves_the_data_alone(quick_run):
 def test_editing_model_code_retrains_but_keeps_the_data(quick_run):
     data_before = mtimes(quick_run, "data/**/*")
     with open(quick_run / "src/aiayn/model.py", "a") as handle:
-        handle.write("\n# an edit\n")
+        handle.write(STATEMENT_EDIT)
     result = run_snakemake(quick_run, "-n")
     assert (
         "train" in result.stdout and "average" in result.stdout and "binarize" not in result.stdout
@@ -547,7 +548,7 @@ def test_aiayn_results_says_which_stage_a_change_would_rerun(default_run):
     module, config = default_run / "src/aiayn/score/bleu.py", default_run / "config.yaml"
     originals = {path: path.read_text() for path in (module, config)}
     try:
-        module.write_text(originals[module] + "\n# an edit\n")
+        module.write_text(originals[module] + STATEMENT_EDIT)
         stale = aiayn(default_run, "results")
         assert stale.returncode == 1 and stale.stdout.startswith("results/toy: stale: code of ")
         assert "code of score" in stale.stdout and "code of train" not in stale.stdout
@@ -562,3 +563,53 @@ def test_aiayn_results_says_which_stage_a_change_would_rerun(default_run):
         for path, text in originals.items():
             path.write_text(text)
     assert aiayn(default_run, "results").returncode == 0
+
+
+def planned_jobs(root: Path, *args: str) -> dict[str, int]:
+    """The dry run's job stats: rule -> number of jobs (empty: nothing to be done)."""
+    output = run_snakemake(root, "-n", *args).stdout
+    if "Job stats:" not in output:
+        return {}
+    table = output.split("Job stats:")[1]
+    found = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+    found.pop("total", None)
+    return found
+
+
+def test_formatting_comments_and_docstrings_rerun_nothing_a_statement_its_stages(default_run):
+    """A stage's code version is what its code does (#74): on the trained toy study, a docstring
+    edit, an added comment and `ruff format` of a module mangled by hand first leave Snakemake
+    with nothing to do and the study current; a changed constant of the schedule plans exactly
+    the trainings and what follows them, a changed line of a table's layout only the tables and
+    the run record, and `aiayn results` names the file that moved."""
+    src = default_run / "src/aiayn"
+    textio, trainer, model = src / "textio.py", src / "train/trainer.py", src / "model.py"
+    schedule, layout = src / "train/schedule.py", src / "report/layout.py"
+    originals = {path: path.read_text() for path in (textio, trainer, model, schedule, layout)}
+    forced_training = planned_jobs(default_run, "--forcerun", "train")
+    try:
+        first_line = originals[textio].splitlines()[0]
+        textio.write_text(originals[textio].replace(first_line, first_line.replace(" ", "  ", 1)))
+        trainer.write_text(originals[trainer] + "\n# a comment: what the loop does is unchanged\n")
+        model.write_text(originals[model].replace("    ", "        ").replace("(", "(\n", 3))
+        subprocess.run([sys.executable, "-m", "ruff", "format", "-q", str(model)], check=True)
+        assert all(path.read_text() != originals[path] for path in (textio, trainer))
+        assert planned_jobs(default_run) == {}
+        assert aiayn(default_run, "results").stdout == "results/toy: current\n"
+
+        for path in (textio, trainer, model):
+            path.write_text(originals[path])
+        schedule.write_text(originals[schedule].replace("warmup_steps**-1.5", "warmup_steps**-1.4"))
+        assert planned_jobs(default_run) == forced_training
+        assert {"train", "average", "decode", "score", "table"} <= set(forced_training)
+        stale = aiayn(default_run, "results").stdout
+        assert "code of train (src/aiayn/train/schedule.py)" in stale, stale
+
+        schedule.write_text(originals[schedule])
+        layout.write_text(originals[layout].replace('"dev loss"}', '"dev loss (nats)"}', 1))
+        assert set(planned_jobs(default_run)) == {"table", "run_record", "all"}
+        assert "code of table (src/aiayn/report/layout.py)" in aiayn(default_run, "results").stdout
+    finally:
+        for path, text in originals.items():
+            path.write_text(text)
+    assert planned_jobs(default_run) == {}

@@ -267,7 +267,7 @@ def study_state(root: Path, path: Path) -> str:
     else:
         configfiles = [root / name for name in record["configfiles"]]
         config = load_config(root, configfiles, record.get("config_overrides") or None)
-        found = changes(record["versions"], study_versions(Plan(config), root))
+        found = changes(record["versions"], study_versions(Plan(config), root), root)
     return f"stale: {'; '.join(found)}; rerun: {command}" if found else "current"
 
 

@@ -1,9 +1,10 @@
 """What made a study's results, as versions a checkout can recompute without running anything:
-each stage's code (its workflow script and every `aiayn` module the script runs, as the rules
-hash them for their rerun trigger) and each dataset's, experiment's and the report's resolved
-settings. The study's run.json records them (rule run_record); `aiayn results` recomputes them
-for the current checkout and says which committed study the workflow would rewrite, and from
-which stage on.
+each stage's code (its workflow script and every `aiayn` module the script runs, by what the code
+does: aiayn.config.code_meaning; the rules' rerun trigger is the same version) and each
+dataset's, experiment's and the report's resolved settings. The study's run.json records them
+(rule run_record), each file's version too; `aiayn results` recomputes them for the current
+checkout and says which committed study the workflow would rewrite, from which stage on, and
+which files moved.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from aiayn.config.code_meaning import file_meaning_version
 from aiayn.config.plan import Plan
 from aiayn.config.workflow import package_modules
 
@@ -38,30 +40,32 @@ STAGE_SCRIPTS = {
 SETTINGS_STAGE = {"datasets": "download", "train": "train", "evaluation": "decode"}
 
 
-def modules_version(script: Path, src_dir: Path) -> str:
-    """Hash of the src/aiayn modules a workflow script runs: the `code` param of its rule."""
-    digest, src_dir = hashlib.sha256(), Path(src_dir).resolve()
-    for path in package_modules(script, src_dir.parent):
-        digest.update(path.relative_to(src_dir).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+def code_versions(script: Path, root: Path) -> dict[str, str]:
+    """The version by meaning (aiayn.config.code_meaning) of a workflow script and of every
+    `aiayn` module it runs, keyed by their paths in the checkout (`src/aiayn/train/step.py`)."""
+    root, script = Path(root).resolve(), Path(script).resolve()
+    files = [script, *package_modules(script, root / "src")]
+    return {path.relative_to(root).as_posix(): file_meaning_version(path) for path in files}
+
+
+def code_version(script: Path, root: Path) -> str:
+    """What a workflow script does, with every module it runs: the `code` param of its rule,
+    and (with the rule's literal params) the stage's version in run.json. A comment, docstring
+    or reformatting changes nothing; a changed statement anywhere in the set changes it."""
+    text = json.dumps(sorted(code_versions(script, root).items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def stage_version(root: Path, stage: str) -> str:
-    """A stage's code: its script (Snakemake's own code trigger), the modules it runs, and the
-    values its rule's `params:` sets as literals (`resamples=500` moves results as code does;
-    a value from the config is in the settings' versions)."""
-    script = root / "workflow_scripts" / STAGE_SCRIPTS[stage]
-    digest = hashlib.sha256(script.read_bytes())
-    digest.update(modules_version(script, root / "src" / "aiayn").encode())
-    literals = literal_params(root / "rules", stage)
-    if literals:  # a rule without any keeps the version it had before they counted
-        digest.update(json.dumps(literals, sort_keys=True).encode())
-    return digest.hexdigest()[:16]
+    """A stage's code (`code_version` of its script) and the values its rule's `params:` sets
+    as literals (`resamples=500` moves results as code does; a value from the config is in the
+    settings' versions): `stage_files` as one hash."""
+    text = json.dumps(sorted(stage_files(root, stage).items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def literal_params(rules_dir: Path, rule: str) -> dict:
-    """The params of `rule <rule>:` in rules/*.smk whose values are written as literals."""
+def literal_params(rules_dir: Path, rule: str) -> tuple[Path | None, dict]:
+    """The rules file that defines `rule` (None: none does) and its literal params."""
     for path in sorted(Path(rules_dir).glob("*.smk")):
         lines = path.read_text(encoding="utf-8").splitlines()
         starts = [i for i, line in enumerate(lines) if line.startswith(f"rule {rule}:")]
@@ -73,8 +77,21 @@ def literal_params(rules_dir: Path, rule: str) -> dict:
                     found[keyword.arg] = ast.literal_eval(keyword.value)
                 except ValueError:  # an expression: of the config, the plan or wildcards
                     continue
-            return found
-    return {}
+            return path, found
+    return None, {}
+
+
+def stage_files(root: Path, stage: str) -> dict[str, str]:
+    """`code_versions` of the stage's script, and its rule's literal params as one more entry
+    (`rules/score.smk: params of score`) where it has any."""
+    root = Path(root)
+    found = code_versions(root / "workflow_scripts" / STAGE_SCRIPTS[stage], root)
+    rules_file, literals = literal_params(root / "rules", stage)
+    if literals:
+        found[
+            f"{rules_file.resolve().relative_to(root.resolve()).as_posix()}: params of {stage}"
+        ] = settings_hash(literals)
+    return found
 
 
 def params_block(lines: list[str]) -> list[str]:
@@ -119,11 +136,16 @@ def without_location(entry: dict) -> dict:
 
 
 def study_versions(plan: Plan, root: Path) -> dict:
-    """The versions run.json records: per stage, per dataset, per run (training and
-    evaluation apart) and the report's settings."""
+    """The versions run.json records: per stage, per file of the stages' code (to say which file
+    moved), per dataset, per run (training and evaluation apart) and the report's settings."""
     datasets = sorted({plan.runs.dataset(name) for name in plan.runs.names()})
+    stages = study_stages(plan)
+    modules = {}
+    for stage in stages:
+        modules.update(stage_files(root, stage))
     return {
-        "code": {stage: stage_version(root, stage) for stage in study_stages(plan)},
+        "code": {stage: stage_version(root, stage) for stage in stages},
+        "modules": dict(sorted(modules.items())),
         "datasets": {
             name: settings_hash(without_location(plan.data.entry(name))) for name in datasets
         },
@@ -135,11 +157,13 @@ def study_versions(plan: Plan, root: Path) -> dict:
     }
 
 
-def changes(recorded: dict, current: dict) -> list[str]:
-    """What differs, each as `what (the stage it reruns first)`; none: the study is current."""
-    code = current["code"].items()
+def changes(recorded: dict, current: dict, root: Path) -> list[str]:
+    """What differs, each as `what (the stage it reruns first)`; none: the study is current.
+    A stage whose code moved names the files that moved, where run.json recorded them."""
     found = [
-        f"code of {stage}" for stage, version in code if recorded["code"].get(stage) != version
+        code_change(stage, recorded.get("modules"), root)
+        for stage, version in current["code"].items()
+        if recorded["code"].get(stage) != version
     ]
     for kind in ("datasets", "train", "evaluation"):
         for name, version in current[kind].items():
@@ -150,3 +174,16 @@ def changes(recorded: dict, current: dict) -> list[str]:
     if recorded["report"] != current["report"]:
         found.append("report settings (score on)")
     return found
+
+
+def code_change(stage: str, recorded_files: dict | None, root: Path) -> str:
+    """`code of <stage>`, naming the files of its code (and its rule's literal params) whose
+    version differs from the recorded one or that it did not run then."""
+    if recorded_files is None:  # a run.json from before files were recorded
+        return f"code of {stage}"
+    moved = [
+        name
+        for name, version in stage_files(root, stage).items()
+        if recorded_files.get(name) != version
+    ]
+    return f"code of {stage} ({', '.join(moved) or 'a module it no longer runs'})"
