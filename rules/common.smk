@@ -12,10 +12,10 @@ import re
 import sys
 from pathlib import Path
 
-SRC_DIR = CHECKOUT / "src" / "aiayn"  # CHECKOUT: the Snakefile's folder
+# CHECKOUT: the Snakefile's folder; the Snakefile put its src/ first on sys.path, so that the
+# package imported here is this checkout's, installed or not.
+SRC_DIR = CHECKOUT / "src" / "aiayn"
 SCRIPTS_DIR = CHECKOUT / "workflow_scripts"
-# The Snakefile itself imports the package from this checkout, installed or not.
-sys.path.insert(0, str(SRC_DIR.parent))
 
 from aiayn.config import paths
 from aiayn.data.digests import source_digests
