@@ -8,8 +8,8 @@ the chance of any false mark in the table at the level under any dependence betw
 (they share the baseline).
 
 A row is marked only where its test says something about the *settings*, and keeps its level:
-- Welch's t-test over seeds with at least `MIN_SEEDS` seeds a side (tests/test_seeds.py
-  simulates the family's level at 3 and 5 seeds);
+- Welch's t-test over seeds with at least `MIN_SEEDS` seeds a side (tests/test_marks.py
+  simulates the family's level at 3 and 5 seeds, with `family_level`);
 - never with one run each: sacreBLEU's paired bootstrap compares two trained models, not two
   settings, and its p behaves one-sided (its p stays in the csv, adjusted with the rest);
 - never one seed against several: the pooled test assumes equal spreads, which retraining

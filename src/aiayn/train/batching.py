@@ -147,7 +147,8 @@ def collate(source_data, target_data, indices, pad_to: int = 1, pin_memory: bool
     """Tensors of one batch from two IndexedDatasets (or lists of id sequences).
 
     Vectorised: each token is placed by one numpy scatter, not a Python loop over sentences,
-    so a 25000-token batch costs the host well under a millisecond (bench/collate_speed.py).
+    so a 25000-token batch costs the host well under a millisecond (bench/results/
+    collate_speed-cpu.json, by the retired `git show a84e5be:bench/collate_speed.py`).
     `pin_memory` collates into page-locked memory, from which Batch.to copies asynchronously.
     """
     source_ids, source_lengths = gather(source_data, indices)
