@@ -207,8 +207,9 @@ def ct2_translators(model, processor, workdir: Path, device) -> dict:
     import ctranslate2
 
     from aiayn.export import ct2
+    from aiayn.export.bundle import vocabulary_pieces
 
-    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+    pieces = vocabulary_pieces(processor)
     translators = {}
     for quantization in ("float32", "int8"):
         folder = workdir / f"ct2_{quantization}"

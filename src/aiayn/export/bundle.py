@@ -32,6 +32,11 @@ ENGINE_RULE = (
 )
 
 
+def vocabulary_pieces(processor) -> list[str]:
+    """The sentencepiece model's pieces in id order: the vocabulary both toolkits are given."""
+    return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+
+
 def export(
     weights: Path,
     subword: Path,
@@ -54,7 +59,7 @@ def export(
     processor = load_subword(subword)
     model, payload = load_model(weights, torch_cpu(), experiment, subword)
     check_vocabulary(processor, model, subword, weights)
-    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+    pieces = vocabulary_pieces(processor)
     record = {
         "format": fmt,
         "experiment": experiment,
