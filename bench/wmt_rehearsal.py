@@ -77,7 +77,7 @@ def run_stage(stage: str, folder: Path, pairs: int, threads: int, vocab_size: in
         return {"input_sentence_size": subword.input_sentence_size, "vocab_size": vocab_size}
     elif stage == "binarize":
         from aiayn.prepare.binarize import binarize_file
-        from aiayn.prepare.subword import load
+        from aiayn.prepare.pieces import load
 
         processor = load(bpe)
         for side in sides:

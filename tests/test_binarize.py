@@ -7,7 +7,8 @@ import pytest
 
 from aiayn.errors import InputError
 from aiayn.prepare.binarize import IndexedDataset, binarize_file, write_indexed
-from aiayn.prepare.subword import SubwordSettings, load, train_bpe
+from aiayn.prepare.pieces import load
+from aiayn.prepare.subword import SubwordSettings, train_bpe
 from tests.conftest import shared
 
 SENTENCES = [[5, 6, 7], [], [9], list(range(10, 60))]

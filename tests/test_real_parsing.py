@@ -16,7 +16,7 @@ from aiayn.parsing.constrained import search_constraint
 from aiayn.parsing.linearize import Linearization
 from aiayn.parsing.score import score_trees
 from aiayn.prepare.binarize import IndexedDataset
-from aiayn.prepare.subword import load
+from aiayn.prepare.pieces import load
 from aiayn.textio import read_lines
 from tests.conftest import copy_project, run_snakemake, shared
 from tests.real_data import load_json, write_overlay

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from aiayn.errors import InputError
-from aiayn.prepare.subword import SubwordSettings, load, train_bpe
+from aiayn.prepare.pieces import load
+from aiayn.prepare.subword import SubwordSettings, train_bpe
 from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from tests.conftest import shared
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from aiayn.prepare.binarize import IndexedDataset
-from aiayn.prepare.subword import load
+from aiayn.prepare.pieces import load
 from tests.conftest import (
     PROJECT,
     STATEMENT_EDIT,

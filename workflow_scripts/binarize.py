@@ -2,7 +2,7 @@
 
 from aiayn.logs import run_stage, save_record
 from aiayn.prepare.binarize import binarize_file
-from aiayn.prepare.subword import load
+from aiayn.prepare.pieces import load
 
 
 def main():

@@ -17,6 +17,7 @@ import sentencepiece as spm
 
 from aiayn.config.schema import defaults
 from aiayn.errors import InputError
+from aiayn.prepare.pieces import load
 from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 log = logging.getLogger(__name__)
@@ -94,17 +95,3 @@ def train_bpe(
         "threads": max(1, threads),
         **asdict(settings),
     }
-
-
-def load(model_path: str | os.PathLike) -> spm.SentencePieceProcessor:
-    if not os.path.exists(model_path):
-        raise InputError(
-            f"{model_path}: no sentencepiece model there (run the subword stage first)"
-        )
-    try:
-        return spm.SentencePieceProcessor(model_file=str(model_path))
-    except (OSError, RuntimeError) as err:
-        raise InputError(
-            f"{model_path}: not a readable sentencepiece model ({err}): damaged? Delete it and "
-            "rerun the workflow (rule subword trains it again; what was cut with it reruns)"
-        ) from None
