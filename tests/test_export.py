@@ -21,7 +21,8 @@ from aiayn.model import Transformer
 from aiayn.model_config import TransformerConfig
 from aiayn.prepare.pieces import load as load_subword
 from aiayn.prepare.subword import SubwordSettings, train_bpe
-from aiayn.train.checkpoint import file_sha256, save_weights
+from aiayn.textio import file_sha256
+from aiayn.train.checkpoint import save_weights
 from aiayn.vocab import BOS_ID, EOS_ID
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="pip install -e '.[export]'")

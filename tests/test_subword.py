@@ -108,7 +108,8 @@ def test_a_damaged_model_is_named_as_damaged_by_binarize_and_translate(tmp_path,
     from aiayn.model import Transformer
     from aiayn.model_config import TransformerConfig
     from aiayn.prepare.binarize import binarize_file
-    from aiayn.train.checkpoint import file_sha256, save_weights
+    from aiayn.textio import file_sha256
+    from aiayn.train.checkpoint import save_weights
 
     model_path = tmp_path / "bpe.model"
     shutil.copy(newstest_model[0], model_path)

@@ -330,7 +330,8 @@ def test_weights_used_under_another_name_or_bpe_model_are_refused_naming_both(tm
     since training, would average or decode without a word (garbled output, the other
     experiment's scores): every consumer checks what the file says it was trained as."""
     from aiayn.decode.translate import load_model
-    from aiayn.train.checkpoint import check_origin, file_sha256
+    from aiayn.textio import file_sha256
+    from aiayn.train.checkpoint import check_origin
 
     bpe, rebuilt = tmp_path / "bpe.model", tmp_path / "rebuilt.model"
     bpe.write_bytes(b"the pieces training cut its data with")

@@ -18,6 +18,7 @@ from aiayn.errors import InputError
 from aiayn.model import Transformer
 from aiayn.model_config import TransformerConfig
 from aiayn.prepare.binarize import write_indexed
+from aiayn.textio import file_sha256
 from aiayn.train import checkpoint as ckpt
 from aiayn.train import timing
 from aiayn.train.batches import TrainingBatches
@@ -298,7 +299,7 @@ def test_weights_say_which_run_and_which_bpe_model_they_were_trained_with(tmp_pa
     payload = RunFolder(experiment, 0, 1).weights_payload({}, 3)
     assert payload["experiment"] == "run" and payload["step"] == 3
     assert payload["identity"] == experiment.identity()
-    assert payload["subword_sha256"] == ckpt.file_sha256(bpe)
+    assert payload["subword_sha256"] == file_sha256(bpe)
     assert Experiment.from_json(write_spec(tmp_path / "e.json", experiment)).subword == str(bpe)
 
 

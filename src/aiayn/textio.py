@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from pathlib import Path
 from aiayn.errors import InputError
 
 BOM = b"\xef\xbb\xbf"
+DIGEST_CHUNK = 1 << 20  # bytes a file digest reads at a time
 
 
 @dataclass
@@ -137,3 +139,12 @@ def write_json(path: str | os.PathLike, record: dict) -> None:
     with atomic_output(path) as handle:
         json.dump(record, handle, indent=2, ensure_ascii=False)
         handle.write("\n")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The file's sha256 (hex), read in chunks: memory stays flat whatever the file's size."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(DIGEST_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()

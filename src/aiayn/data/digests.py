@@ -11,24 +11,14 @@ not read.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 from pathlib import Path
 
-from aiayn.textio import atomic_output
+from aiayn.textio import atomic_output, file_sha256
 
 # In the workflow's folder, beside Snakemake's own records (its params trigger reads them)
 CACHE = ".snakemake/aiayn/source_sha256.json"
-CHUNK = 1 << 20
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def stamp(info: os.stat_result) -> list[int]:

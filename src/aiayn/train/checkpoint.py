@@ -31,7 +31,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as save_safetensors
 
 from aiayn.errors import InputError
-from aiayn.textio import atomic_output
+from aiayn.textio import atomic_output, file_sha256
 
 log = logging.getLogger(__name__)
 COMPLETE = "COMPLETE"
@@ -225,10 +225,6 @@ def read_safetensors(path: Path) -> dict:
         "state_dict": state_dict,
         **{key: json.loads(metadata.get(key, "null")) for key in METADATA},
     }
-
-
-def file_sha256(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def check_origin(payload: dict, path, experiment: str | None = None, subword=None) -> None:

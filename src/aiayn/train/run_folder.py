@@ -20,7 +20,7 @@ import torch
 
 from aiayn.config import paths
 from aiayn.errors import InputError, StorageError
-from aiayn.textio import atomic_output
+from aiayn.textio import atomic_output, file_sha256
 from aiayn.train import checkpoint as ckpt
 from aiayn.train.early_stopping import METRICS
 from aiayn.train.settings import Experiment
@@ -43,7 +43,7 @@ class RunFolder:
         by, count = self.settings.average_best_by, self.settings.average_last
         self.best = BestCheckpoints(self.weights_dir, by, count) if by else None
         # the BPE model the data was cut with, hashed once: every weights file carries it
-        self.subword_sha256 = ckpt.file_sha256(experiment.subword) if experiment.subword else None
+        self.subword_sha256 = file_sha256(experiment.subword) if experiment.subword else None
 
     def barrier(self) -> None:
         if self.world > 1:
