@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from aiayn.errors import InputError
-from aiayn.textio import LineStats, atomic_output, read_lines, write_lines
+from aiayn.textio import LineStats, atomic_folder, atomic_output, read_lines, write_lines
 
 
 def test_bom_and_crlf_are_removed_and_counted(tmp_path):
@@ -50,6 +50,28 @@ def test_atomic_output_leaves_nothing_on_failure_and_keeps_the_old_file(tmp_path
         raise RuntimeError("crash")
     assert path.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_an_atomic_folder_is_whole_or_the_old_one(tmp_path):
+    """The same mechanism for a folder (an export): a failure leaves the earlier folder as it
+    was and nothing beside it; success replaces it, with the mode a new folder gets."""
+    path = tmp_path / "export"
+    with atomic_folder(path) as folder:
+        (folder / "model.bin").write_text("old")
+    with pytest.raises(RuntimeError), atomic_folder(path) as folder:
+        (folder / "model.bin").write_text("half")
+        raise RuntimeError("crash")
+    assert (path / "model.bin").read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["export"]
+    old = os.umask(0o027)
+    try:
+        with atomic_folder(path) as folder:
+            (folder / "model.bin").write_text("new")
+    finally:
+        os.umask(old)
+    assert (path / "model.bin").read_text() == "new"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o750
+    assert [p.name for p in tmp_path.iterdir()] == ["export"]
 
 
 @pytest.mark.parametrize("umask", [0o002, 0o022, 0o077])

@@ -11,6 +11,7 @@ import contextlib
 import gzip
 import hashlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -94,19 +95,48 @@ def atomic_output(path: str | os.PathLike, mode: str = "w"):
         with open(path, mode, **kwargs) as handle:
             yield handle
         return
-    if path.is_symlink():
-        path = Path(os.path.realpath(path))
+    with staged_beside(path, folder=False) as tmp, open(tmp, mode, **kwargs) as handle:
+        yield handle
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | os.PathLike):
+    """A folder written whole or not at all: `atomic_output`'s rules for a folder. The caller
+    fills the temporary folder it is given; an earlier folder at `path` is replaced only when
+    all of the new one is written."""
+    with staged_beside(Path(path), folder=True) as staged:
+        yield staged
+
+
+@contextlib.contextmanager
+def staged_beside(path: Path, folder: bool):
+    """The one mechanism of atomic outputs: a temporary file or folder beside `path` (a link is
+    written through), given the mode a new one gets under the umask (not mkstemp's private
+    0600) and renamed into place on success, removed on any failure."""
+    path = Path(os.path.realpath(path)) if path.is_symlink() else path
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    if folder:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    else:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        tmp = Path(name)
     try:
-        with open(tmp, mode, **kwargs) as handle:
-            yield handle
-        os.chmod(tmp, 0o666 & ~current_umask())
-        os.replace(tmp, path)
+        yield tmp
+        os.chmod(tmp, (0o777 if folder else 0o666) & ~current_umask())
+        if folder and path.exists():  # a folder cannot replace a folder in one rename
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
+            os.replace(path, old / path.name)
+            os.replace(tmp, path)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        if folder:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
         raise
 
 

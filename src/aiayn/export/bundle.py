@@ -9,16 +9,13 @@ ours only).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shutil
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
 from aiayn.errors import InputError
-from aiayn.textio import current_umask
+from aiayn.textio import atomic_folder
 from aiayn.vocab import BOS_ID, EOS_ID, PAD_ID
 
 FORMATS = ("ct2", "hf")
@@ -77,7 +74,7 @@ def export(
         },  # fmt: skip
         "engine_rule": ENGINE_RULE,
     }
-    with staged_folder(output) as folder:
+    with atomic_folder(output) as folder:
         if fmt == "ct2":
             ct2.write(model, pieces, folder, quantization)
         else:
@@ -102,25 +99,3 @@ def check_destination(output: Path) -> None:
             f"--output {output} holds files that are not an earlier export (no {RECORD}): "
             "give a new or empty folder"
         )
-
-
-@contextlib.contextmanager
-def staged_folder(output: Path):
-    """A temporary folder beside `output`, renamed into place only when all of it is written;
-    an earlier export there is replaced then. Its mode follows the umask."""
-    output = Path(os.path.realpath(output)) if output.is_symlink() else output
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
-    try:
-        yield staged
-        os.chmod(staged, 0o777 & ~current_umask())
-        if output.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{output.name}.old.", dir=output.parent))
-            os.replace(output, old / output.name)
-            os.replace(staged, output)
-            shutil.rmtree(old)
-        else:
-            os.replace(staged, output)
-    except BaseException:
-        shutil.rmtree(staged, ignore_errors=True)
-        raise
