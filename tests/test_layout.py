@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from aiayn.paper import TABLE2, TABLE3, TABLE4
-from aiayn.report import layout, typeset
+from aiayn.report import layout, tables, typeset
 from aiayn.report.params import params_table
 from aiayn.report.typeset import MARK, Heading
 from tests.conftest import PROJECT
@@ -120,6 +120,20 @@ def test_table3_has_the_papers_groups_and_columns_and_ours_after_the_rows_they_v
     assert ours[9] == "500" and ours[10].render(False) == "7.20 ± 0.20"
     assert ours[11].render(False) == "72.3 ± 3.0*" and ours[12].render(False) == "0.9"
     assert "on dev" in table.caption
+
+
+def test_the_layout_and_the_detail_mark_by_the_one_family_they_are_handed():
+    """The report script builds a table's family once and hands it to both: a family at a
+    level that marks nothing leaves the mark out of the layout and the detail alike, whatever
+    significance either would have used itself."""
+    results = [replace(run, paper_row={"tiny": "base", "tiny_one_layer": "C_N2"}[run.group])
+               for run in seeded_results()]  # fmt: skip
+    strict = tables.family(results, tables.table3_keys, significance=1e-12)
+    shown = layout.table3(results, significance=0.05, comparisons=strict)
+    detail = tables.table3(results, significance=0.05, comparisons=strict)
+    assert shown.rows[3][11].render(False) == "72.3 ± 3.0"  # marked at 0.05 (the test above)
+    assert "*" not in set(detail["mark"].dropna())
+    assert layout.table3(results, significance=0.05).rows[3][11].render(False).endswith("*")
 
 
 def test_a_table_with_one_run_each_marks_nothing_and_says_why():

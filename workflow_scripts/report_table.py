@@ -27,17 +27,20 @@ def results():
 
 
 def table2():
-    found, significance = results(), snakemake.params.significance
-    detail = tables.table2(found, significance)
+    """Table 2 and its detail, marked by one family of comparisons built once for both."""
+    found = results()
+    comparisons = tables.family(found, tables.table2_keys, snakemake.params.significance)
+    detail = tables.table2(found, comparisons=comparisons)
     caption = tables.caption(tables.TABLE2_CAPTION, found)
-    return layout.table2(found, significance, study()), detail, caption
+    return layout.table2(found, study=study(), comparisons=comparisons), detail, caption
 
 
 def table3():
-    found, significance = results(), snakemake.params.significance
-    detail = tables.table3(found, significance)
+    found = results()
+    comparisons = tables.family(found, tables.table3_keys, snakemake.params.significance)
+    detail = tables.table3(found, comparisons=comparisons)
     caption = tables.caption(tables.TABLE3_CAPTION, found)
-    return layout.table3(found, significance, study()), detail, caption
+    return layout.table3(found, study=study(), comparisons=comparisons), detail, caption
 
 
 def table4():

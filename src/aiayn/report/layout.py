@@ -64,7 +64,12 @@ def bleu_score(result: ExperimentResult, key, runs: int, marked: set, metric: st
     return Score(result.scores[key][metric]["score"], marked=is_marked)
 
 
-def table2(results: list[ExperimentResult], significance: float = 0.05, study: str = "") -> Layout:
+def table2(
+    results: list[ExperimentResult],
+    significance: float = 0.05,
+    study: str = "",
+    comparisons: Family | None = None,
+) -> Layout:
     """Model | BLEU EN-DE | EN-FR | Training cost EN-DE | EN-FR: the paper's rows, then ours
     (averaged models, the paper's tokenized BLEU) under a heading naming each test split; an
     experiment compared with the paper's base or big shares its row with the same experiment
@@ -85,7 +90,8 @@ def table2(results: list[ExperimentResult], significance: float = 0.05, study: s
             [Cost(de_cost, span=2), None] if de_cost == fr_cost else [Cost(de_cost), Cost(fr_cost)]
         )
         layout.rows.append([model, printed(de), printed(fr), *costs])
-    comparisons = tables.family(results, tables.table2_keys, significance)
+    if comparisons is None:  # the detail's family, where the caller built it
+        comparisons = tables.family(results, tables.table2_keys, significance)
     marked = comparisons.marked()
     ours: dict[str, dict[str, list]] = {}  # test set -> row name -> row
     for runs in tables.by_experiment(results):
@@ -170,7 +176,12 @@ def paper_group(row: str) -> str:
     return row if row in ("base", "big") else f"({row.partition('_')[0]})"
 
 
-def table3(results: list[ExperimentResult], significance: float = 0.05, study: str = "") -> Layout:
+def table3(
+    results: list[ExperimentResult],
+    significance: float = 0.05,
+    study: str = "",
+    comparisons: Family | None = None,
+) -> Layout:
     """The paper's columns in its groups (base, (A)-(E), big): in each group the paper's rows
     it varies, a rule, and our experiments that vary it (their last checkpoint on the dev
     split, the paper's tokenized BLEU); experiments with no row of the paper's come last."""
@@ -186,7 +197,8 @@ def table3(results: list[ExperimentResult], significance: float = 0.05, study: s
         latex_columns=TABLE3_LATEX_COLUMNS,
         study=study,
     )
-    comparisons = tables.family(results, tables.table3_keys, significance)
+    if comparisons is None:
+        comparisons = tables.family(results, tables.table3_keys, significance)
     marked = comparisons.marked()
     groups: dict[str, tuple[list, list]] = {}  # group -> (paper's rows, ours)
     for runs in tables.by_experiment(results):

@@ -200,10 +200,13 @@ def describe_test_set(record: dict) -> str:
     return f"{record['split']} ({record['sentences']} lines)"
 
 
-def table2(results: list[ExperimentResult], significance: float = 0.05) -> pd.DataFrame:
+def table2(
+    results: list[ExperimentResult], significance: float = 0.05, comparisons: Family | None = None
+) -> pd.DataFrame:
     """Per language pair: the paper's Table 2 rows, then ours on every test split (averaged
     model). BLEU is the paper's protocol (tokenized, compounds split); sacreBLEU beside it, each
-    with its bootstrap interval, and sacreBLEU's paired test against the baseline."""
+    with its bootstrap interval, and sacreBLEU's paired test against the baseline. `comparisons`:
+    the table's family (`family(results, table2_keys, ...)`), which the layout shares."""
     rows = []
     for pair in dict.fromkeys(r.pair for r in results):
         if pair in TABLE2_PAIRS:
@@ -233,7 +236,9 @@ def table2(results: list[ExperimentResult], significance: float = 0.05) -> pd.Da
                 )
         for runs in by_experiment([r for r in results if r.pair == pair]):
             rows += table2_rows(runs, pair)
-    table = with_marks(rows, family(results, table2_keys, significance))
+    if comparisons is None:
+        comparisons = family(results, table2_keys, significance)
+    table = with_marks(rows, comparisons)
     for column in (
         "train cost, paper's way (FLOPs)",
         "train cost at bf16 rate (FLOPs)",
@@ -363,9 +368,12 @@ def tokens_per_step(summary: dict) -> str | None:
     return f"{real['source']:.0f}, {real['target']:.0f}" if real else None
 
 
-def table3(results: list[ExperimentResult], significance: float = 0.05) -> pd.DataFrame:
+def table3(
+    results: list[ExperimentResult], significance: float = 0.05, comparisons: Family | None = None
+) -> pd.DataFrame:
     """Every experiment (its last checkpoint on its dev split, no averaging, as the paper),
-    each after the paper's row it is compared with; several seeds give their mean and spread."""
+    each after the paper's row it is compared with; several seeds give their mean and spread.
+    `comparisons`: the table's family (`family(results, table3_keys, ...)`), as for table2."""
     rows = []
     for runs in by_experiment(results):
         first = runs[0]
@@ -396,7 +404,9 @@ def table3(results: list[ExperimentResult], significance: float = 0.05) -> pd.Da
                 "_key": (first.group, key),
             }
         )
-    return with_marks(rows, family(results, table3_keys, significance))
+    if comparisons is None:
+        comparisons = family(results, table3_keys, significance)
+    return with_marks(rows, comparisons)
 
 
 MARKS_NOTE = (
