@@ -38,20 +38,33 @@ def baseline_name(results: list[ExperimentResult]) -> str:
     )
 
 
-def footnotes(results: list[ExperimentResult], comparisons: Family, layout: Layout) -> list[str]:
+def seed_counts(results: list[ExperimentResult]) -> set[int]:
+    """How many seeds each experiment of the table has, as a set."""
+    return {len(runs) for runs in tables.by_experiment(results)}
+
+
+def footnotes(results: list[ExperimentResult], comparisons: Family) -> list[str]:
     """What `±` and the mark mean, and why rows went unmarked; none where nothing needs it.
-    Where every seeded experiment has the same seeds, their count is said once, not per cell."""
-    counts = {len(runs) for runs in tables.by_experiment(results)}
-    notes = []
+    Where every seeded experiment has the same seeds, their count is said once (and
+    `show_seed_counts` leaves it out of the cells)."""
+    counts, notes = seed_counts(results), []
     if counts - {1}:
         uniform = len(counts) == 1
-        for row in layout.rows:
-            for value in row if isinstance(row, list) else ():
-                if isinstance(value, Score):
-                    value.seeds_shown = not uniform
-        notes.append(SAME_SEEDS_FOOTNOTE.format(n=counts.pop()) if uniform else SEEDS_FOOTNOTE)
+        notes.append(SAME_SEEDS_FOOTNOTE.format(n=min(counts)) if uniform else SEEDS_FOOTNOTE)
     baseline = baseline_name(results)
     return notes + [note.format(mark=MARK, baseline=baseline) for note in comparisons.notes()]
+
+
+def show_seed_counts(layout: Layout, results: list[ExperimentResult]) -> None:
+    """Each score cell over seeds says its count, `(n)`, unless every seeded experiment has the
+    same count, which the footnote then says once."""
+    counts = seed_counts(results)
+    if not counts - {1}:
+        return
+    for row in layout.rows:
+        for value in row if isinstance(row, list) else ():
+            if isinstance(value, Score):
+                value.seeds_shown = len(counts) != 1
 
 
 def bleu_score(result: ExperimentResult, key, runs: int, marked: set, metric: str) -> Score:
@@ -113,7 +126,8 @@ def table2(
         layout.rule_before.add(len(layout.rows))
         layout.rows.append(Heading(f"Ours, on {test_set}"))
         layout.rows += rows.values()
-    layout.footnotes = footnotes(results, comparisons, layout) + averaging_notes(results)
+    show_seed_counts(layout, results)
+    layout.footnotes = footnotes(results, comparisons) + averaging_notes(results)
     return layout
 
 
@@ -216,7 +230,8 @@ def table3(
         if paper:
             layout.light_rule_before.add(len(layout.rows))
         layout.rows += ours
-    layout.footnotes = footnotes(results, comparisons, layout)
+    show_seed_counts(layout, results)
+    layout.footnotes = footnotes(results, comparisons)
     return layout
 
 
