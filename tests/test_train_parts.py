@@ -402,7 +402,7 @@ def test_fp16_trains_with_dynamic_loss_scaling_on_a_gpu_and_is_refused_on_a_cpu(
     assert not parsed.bfloat16_config.enabled
     assert resolve_precision("auto", torch.device("cpu")) == (
         "fp32",
-        "auto: no GPU (the cpu): fp32",
+        "auto: CPU (no GPU): fp32",
     )
     with pytest.raises(
         InputError, match="fp16 needs a CUDA GPU.*set train.precision: auto or fp32"

@@ -17,7 +17,7 @@ FP16_CAPABILITY = (7, 0)  # Volta
 def native_precision(device: torch.device) -> tuple[str, str]:
     """bf16, fp16 or fp32 for `device`, and the reason, as train.json records it."""
     if device.type != "cuda":
-        return "fp32", f"no GPU (the {device.type}): fp32"
+        return "fp32", f"{device.type.upper()} (no GPU): fp32"
     capability = torch.cuda.get_device_capability(device)
     gpu = (
         f"{torch.cuda.get_device_name(device)}, compute capability {'.'.join(map(str, capability))}"
