@@ -269,7 +269,7 @@ def test_readme_toy_table_is_the_committed_toy_study():
             run_["train_seconds"],
         ]), (name, cells)  # fmt: skip
     seconds = round(record["invocation_seconds"])
-    assert f"the report: {seconds} s in a fresh clone" in readme_row("at a time)")
+    assert f"the report: {seconds} s in a fresh clone" in readme_row("at once)")
 
 
 def test_readme_seed_table_is_the_committed_toy_seeds_study():

@@ -4,7 +4,7 @@
                     [--beam N] [--alpha A] [--batch-tokens N] [--finalize t2t|fairseq]
                     [--device auto|cpu|cuda]
     aiayn config [--configfile F ...] [--workdir D]
-    aiayn results [--workdir D]
+    aiayn results [--workdir D] [--compare]
     aiayn lengths --experiment NAME [--configfile F ...] [--split S] [--alpha A] [--output F]
     aiayn export --experiment NAME --format ct2|hf --output DIR [--quantization Q]
                  [--configfile F ...]
@@ -14,9 +14,10 @@ decoding settings are found from the experiment's name, as the workflow's decode
 them. `config` validates config.yaml and the config files on top as the Snakefile does and
 prints the result with every default filled in: what the workflow will run with. `results` says,
 for every study committed under results/, whether this checkout's code and configs would rewrite
-it, and from which stage on (exit 1 if any would be). `lengths` says whether short
-translations are the search's fault or the model's (aiayn.decode.lengths). `export` writes the
-averaged model for CTranslate2 or Hugging Face transformers (aiayn.export).
+it, and from which stage on (exit 1 if any would be); with --compare, after a rerun, whether
+each figure is the committed one within the study's tolerance (aiayn.report.compare). `lengths`
+says whether short translations are the search's fault or the model's (aiayn.decode.lengths).
+`export` writes the averaged model for CTranslate2 or Hugging Face transformers (aiayn.export).
 """
 
 from __future__ import annotations
@@ -78,6 +79,13 @@ def parser() -> argparse.ArgumentParser:
         "it recorded with this checkout's; exit 1 if any study is stale.",
     )
     results.add_argument("--workdir", type=Path, default=Path("."), help="the workflow's folder")
+    results.add_argument(
+        "--compare",
+        action="store_true",
+        help="after rerunning a study: each figure of results/<study>/run.json beside the one "
+        "committed (git's HEAD), reproduced within the study's tolerance or not, and what the "
+        "two records say differently of the hardware and software; exit 1 if any figure differs",
+    )
     lengths = experiment_command(
         commands,
         "lengths",
@@ -221,6 +229,8 @@ def run_config(args: argparse.Namespace) -> int:
 
 def run_results(args: argparse.Namespace) -> int:
     """One line per committed study: current, or stale with what changed and the command."""
+    if args.compare:
+        return run_compare(args.workdir)
     root, stale = args.workdir, 0
     records = sorted((root / "results").glob("*/run.json"))
     if not records:
@@ -231,6 +241,43 @@ def run_results(args: argparse.Namespace) -> int:
         stale += state != "current"
         sys.stdout.write(f"{where}: {state}\n")
     return 1 if stale else 0
+
+
+def run_compare(root: Path) -> int:
+    """Per study: each figure here against the committed one, then the environment's changes."""
+    import json
+
+    from aiayn.config.load import load_config
+    from aiayn.report import compare
+
+    differ = 0
+    for path in sorted((root / "results").glob("*/run.json")):
+        where = path.parent.relative_to(root)
+        try:
+            here = json.loads(path.read_text(encoding="utf-8"))
+            config = load_config(
+                root, [root / name for name in here["configfiles"]], here.get("config_overrides")
+            )
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            sys.stdout.write(f"{where}: unreadable here ({type(err).__name__}: {err})\n")
+            differ += 1
+            continue
+        committed = compare.committed_record(root, path)
+        if committed is None:
+            sys.stdout.write(f"{where}: not committed (git's HEAD has no {where}/run.json)\n")
+            continue
+        verdicts = compare.compare(here, committed, config["reproduction"])
+        failed = [verdict for verdict in verdicts if not verdict.reproduced]
+        differ += bool(failed)
+        summary = f"{len(verdicts) - len(failed)} reproduced, {len(failed)} differ"
+        if here == committed:
+            summary += " (the committed record itself: nothing rerun since)"
+        sys.stdout.write(f"{where}: {len(verdicts)} figures against git's HEAD: {summary}\n")
+        for verdict in verdicts:
+            sys.stdout.write(f"  {verdict.line()}\n")
+        changes = compare.environment_changes(here, committed)
+        sys.stdout.write(f"  recorded environment: {'; '.join(changes) or 'the same'}\n")
+    return 1 if differ else 0
 
 
 def study_state(root: Path, path: Path) -> str:

@@ -1,0 +1,195 @@
+"""A rerun checked against what was committed (`aiayn results --compare`).
+
+After a user reruns a study, each figure of the working tree's results/<study>/run.json (every
+score's sacreBLEU, paper BLEU, chrF or F1, and each experiment's dev perplexity) is set beside
+the same figure in git's HEAD: "reproduced" within the study's stated tolerance, or "differs".
+The data scored (sentence counts, reference lengths) must be the same exactly: otherwise the two
+runs did not score the same thing. What the two records say of the hardware and software that
+made them (CPU, threads, precision, package versions) is listed where it differs, since that is
+what moves floats.
+
+A tolerance comes from the spread over training seeds (`tolerance_from_seeds`): a rerun on
+other kernels changes a training run about as much as another seed does, so the difference of
+two runs has the standard deviation sqrt(2) x the seeds' sd. The band is the prediction band of
+that difference with the sd pooled over experiments (Student's t on the pooled degrees of
+freedom), two-sided and Bonferroni-corrected over the figures a study compares, so that a study
+reproduced in full is called so with at least 95% probability as a whole, not figure by figure
+(tests/test_compare.py simulates it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiayn.errors import InputError
+
+# run.json's score fields compared within a tolerance, and the tolerance each uses
+SCORE_FIGURES = {"sacrebleu": "bleu", "tokenized_bleu": "bleu", "chrf": "bleu", "f1": "f1"}
+# fields that name the data scored: a difference means the two runs scored other data
+SAME_DATA = ("sentences", "ref_len_13a")
+# the recorded environment, compared where both records have it
+ENVIRONMENT = ("host", "software")
+EXPERIMENT_ENVIRONMENT = ("device", "precision", "processes", "software", "cpu")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One figure, here and committed, and the tolerance it was held to (None: exact)."""
+
+    name: str
+    here: float | int | None
+    committed: float | int | None
+    tolerance: float | None
+    kind: str  # "bleu", "f1", "perplexity" (relative) or "data"
+
+    @property
+    def reproduced(self) -> bool:
+        if self.here is None or self.committed is None:
+            return False
+        if self.tolerance is None:
+            return self.here == self.committed
+        allowed = self.tolerance * (abs(self.committed) if self.kind == "perplexity" else 1)
+        return abs(self.here - self.committed) <= allowed + 1e-9
+
+    def line(self) -> str:
+        if self.here is None or self.committed is None:
+            where = "here" if self.here is None else "in the committed record"
+            return f"{self.name}: differs: missing {where}"
+        figures = f"{self.here} here, {self.committed} committed"
+        if self.tolerance is None:
+            rule = "must be equal" if self.kind == "data" else "no tolerance stated: equal only"
+        elif self.kind == "perplexity":
+            rule = f"tolerance {self.tolerance:.1%}"
+        else:
+            rule = f"tolerance {self.tolerance:g}"
+        return f"{self.name}: {'reproduced' if self.reproduced else 'differs'}: {figures} ({rule})"
+
+
+def committed_record(root: Path, record: Path) -> dict | None:
+    """The record as git's HEAD has it (None: not committed there)."""
+    relative = record.resolve().relative_to(Path(root).resolve()).as_posix()
+    try:
+        shown = subprocess.run(
+            ["git", "show", f"HEAD:{relative}"], cwd=root, capture_output=True, text=True
+        )
+    except FileNotFoundError:
+        raise InputError("--compare reads the committed results with git: install git") from None
+    if shown.returncode != 0:
+        if "not a git repository" in shown.stderr:
+            raise InputError(
+                f"{Path(root).resolve()} is not a git checkout: --compare compares with the "
+                "results committed there (git's HEAD)"
+            )
+        return None
+    return json.loads(shown.stdout)
+
+
+def figures(record: dict) -> dict[str, tuple[str, float | int]]:
+    """Every figure compared: name -> (kind, value)."""
+    found = {}
+    for key, score in record.get("scores", {}).items():
+        for field, kind in SCORE_FIGURES.items():
+            if isinstance(score.get(field), int | float):
+                found[f"{key} {field}"] = (kind, score[field])
+        for field in SAME_DATA:
+            if field in score:
+                found[f"{key} {field}"] = ("data", score[field])
+    for name, experiment in record.get("experiments", {}).items():
+        if isinstance(experiment.get("dev_ppl"), int | float):
+            found[f"{name} dev_ppl"] = ("perplexity", experiment["dev_ppl"])
+    return found
+
+
+def compare(here: dict, committed: dict, tolerances: dict) -> list[Verdict]:
+    """Each figure of either record, with its verdict under `tolerances` (kind -> tolerance,
+    None where the study states none)."""
+    ours, theirs = figures(here), figures(committed)
+    verdicts = []
+    for name in sorted(ours.keys() | theirs.keys()):
+        kind = (ours.get(name) or theirs[name])[0]
+        tolerance = None if kind == "data" else tolerances.get(kind)
+        value = ours.get(name, (kind, None))[1]
+        verdicts.append(Verdict(name, value, theirs.get(name, (kind, None))[1], tolerance, kind))
+    return verdicts
+
+
+def environment_changes(here: dict, committed: dict) -> list[str]:
+    """What the two records say differently of the machine and software: `path: A here, B
+    committed`, for every field both record."""
+    pairs = [(key, here.get(key), committed.get(key)) for key in ENVIRONMENT]
+    for name in sorted(here.get("experiments", {}).keys() & committed.get("experiments", {})):
+        for key in EXPERIMENT_ENVIRONMENT:
+            ours, theirs = here["experiments"][name], committed["experiments"][name]
+            pairs.append((f"experiments.{name}.{key}", ours.get(key), theirs.get(key)))
+    changes = []
+    for path, ours, theirs in pairs:
+        for leaf, a, b in leaves(path, ours, theirs):
+            if a != b and a is not None and b is not None:
+                changes.append(f"{leaf}: {a} here, {b} committed")
+    return changes
+
+
+def leaves(path: str, ours, theirs):
+    """(path, ours, theirs) for each leaf of two nested dicts."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for key in sorted(ours.keys() | theirs.keys()):
+            yield from leaves(f"{path}.{key}", ours.get(key), theirs.get(key))
+    else:
+        yield path, ours, theirs
+
+
+def tolerance_from_seeds(
+    spreads: list[tuple[float, int]], comparisons: int, level: float = 0.05
+) -> float:
+    """The band a rerun's figure may differ from the committed one by: t * sqrt(2) * s, with s
+    the sd over seeds pooled over experiments (each `(sd, seeds)`, weighted by its degrees of
+    freedom) and t Student's two-sided quantile at `level` divided over the study's
+    `comparisons` figures (Bonferroni), on the pooled degrees of freedom: the prediction band of
+    a difference of two runs, which holds for the study as a whole."""
+    from scipy.stats import t
+
+    freedom = sum(seeds - 1 for _, seeds in spreads)
+    if freedom < 1 or comparisons < 1:
+        raise ValueError("a tolerance needs an experiment's sd over at least two seeds")
+    pooled = math.sqrt(sum((seeds - 1) * sd * sd for sd, seeds in spreads) / freedom)
+    return float(t.ppf(1 - level / (2 * comparisons), freedom)) * math.sqrt(2) * pooled
+
+
+def seed_spreads(record: dict) -> dict[str, list[tuple[float, int]]]:
+    """From a study trained with several seeds (its run.json): each experiment's sd over seeds
+    and their number, of every BLEU figure, and of its dev perplexity relative to the mean."""
+    bleu = [
+        (entry["sacrebleu_sd"], entry["seeds"])
+        for entry in record.get("seed_scores", {}).values()
+        if entry.get("sacrebleu_sd") is not None
+    ]
+    perplexities: dict[str, list[float]] = {}
+    for name, experiment in record.get("experiments", {}).items():
+        if isinstance(experiment.get("dev_ppl"), int | float):
+            perplexities.setdefault(name.split(".seed")[0], []).append(experiment["dev_ppl"])
+    relative = [
+        (statistics.stdev(values) / statistics.fmean(values), len(values))
+        for values in perplexities.values()
+        if len(values) > 1
+    ]
+    return {"bleu": bleu, "perplexity": relative}
+
+
+def derived_tolerances(seeded: dict, compared: dict) -> dict[str, float]:
+    """The tolerances of the study whose run.json is `compared`, from the seeds' spread that the
+    seeded study's run.json `seeded` recorded: one family over the figures it compares (a
+    score's sacreBLEU, paper BLEU and chrF count once: they measure the same translations)."""
+    found = figures(compared)
+    scored = {name.rsplit(" ", 1)[0] for name, (kind, _) in found.items() if kind in ("bleu", "f1")}
+    perplexities = [name for name, (kind, _) in found.items() if kind == "perplexity"]
+    comparisons = len(scored) + len(perplexities)
+    return {
+        kind: tolerance_from_seeds(spreads, comparisons)
+        for kind, spreads in seed_spreads(seeded).items()
+        if spreads
+    }

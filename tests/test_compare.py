@@ -1,0 +1,141 @@
+"""A rerun checked against what was committed (aiayn.report.compare, `aiayn results --compare`):
+the verdicts, the tolerance's level by simulation, the committed tolerances' derivation, and
+the command on a real git checkout."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import yaml
+
+from aiayn.cli import main
+from aiayn.report import compare
+from tests.conftest import PROJECT
+
+
+def record(sacrebleu=97.14, sentences=500, dev_ppl=1.094, capability="AVX512") -> dict:
+    return {
+        "host": {"machine": "x86_64", "cpus": 2},
+        "software": {"torch": "2.13.0+cpu"},
+        "experiments": {"tiny": {"dev_ppl": dev_ppl, "device": "CPU", "cpu": {"capability": capability}}},
+        "scores": {"tiny/averaged/test": {"sacrebleu": sacrebleu, "tokenized_bleu": 97.29,
+                                          "chrf": 98.61, "sentences": sentences}},
+    }  # fmt: skip
+
+
+def verdicts(here: dict, committed: dict, **tolerances) -> dict[str, compare.Verdict]:
+    return {v.name: v for v in compare.compare(here, committed, tolerances)}
+
+
+def test_a_figure_within_its_tolerance_is_reproduced_and_one_beyond_it_differs():
+    found = verdicts(record(sacrebleu=95.0), record(), bleu=2.5, perplexity=0.05)
+    assert found["tiny/averaged/test sacrebleu"].reproduced
+    assert found["tiny/averaged/test sacrebleu"].line() == (
+        "tiny/averaged/test sacrebleu: reproduced: 95.0 here, 97.14 committed (tolerance 2.5)"
+    )
+    found = verdicts(record(sacrebleu=94.0, dev_ppl=1.2), record(), bleu=2.5, perplexity=0.05)
+    assert found["tiny/averaged/test sacrebleu"].line() == (
+        "tiny/averaged/test sacrebleu: differs: 94.0 here, 97.14 committed (tolerance 2.5)"
+    )
+    assert found["tiny dev_ppl"].line() == (  # relative: 1.2 is 9.7% above 1.094
+        "tiny dev_ppl: differs: 1.2 here, 1.094 committed (tolerance 5.0%)"
+    )
+    assert found["tiny/averaged/test chrf"].reproduced
+
+
+def test_other_data_scored_a_missing_figure_and_no_tolerance_all_differ():
+    found = verdicts(record(sentences=499), record(), bleu=10.0)
+    assert found["tiny/averaged/test sentences"].line() == (
+        "tiny/averaged/test sentences: differs: 499 here, 500 committed (must be equal)"
+    )
+    here = record()
+    del here["scores"]["tiny/averaged/test"]["chrf"]
+    assert verdicts(here, record())["tiny/averaged/test chrf"].line() == (
+        "tiny/averaged/test chrf: differs: missing here"
+    )
+    moved = verdicts(record(sacrebleu=97.15), record(), bleu=None)
+    assert (
+        moved["tiny/averaged/test sacrebleu"].line().endswith("(no tolerance stated: equal only)")
+    )
+    assert not moved["tiny/averaged/test sacrebleu"].reproduced
+
+
+def test_what_the_records_say_differently_of_hardware_and_software_is_listed():
+    here = record(capability="AVX2")
+    here["software"]["torch"] = "2.13.0+cu128"
+    assert compare.environment_changes(here, record()) == [
+        "software.torch: 2.13.0+cu128 here, 2.13.0+cpu committed",
+        "experiments.tiny.cpu.capability: AVX2 here, AVX512 committed",
+    ]
+    assert compare.environment_changes(record(), record()) == []
+
+
+@pytest.mark.parametrize(("experiments", "seeds", "figures"), [(12, 3, 16), (4, 5, 40)])
+def test_a_study_that_reproduced_in_full_is_called_so_at_the_stated_level(
+    experiments, seeds, figures
+):
+    """The tolerance's claim, simulated: every figure of a rerun is the committed one plus the
+    difference of two training runs (normal, the same sd everywhere), the sd estimated from
+    `seeds` seeds of `experiments` experiments; at most 5% of such studies may show any figure
+    that differs (Bonferroni over the figures keeps it at or under the level)."""
+    rng = np.random.default_rng(74)
+    trials, sd, false_calls = 2000, 1.3, 0
+    for _ in range(trials):
+        runs = rng.normal(0.0, sd, size=(experiments, seeds))
+        spreads = [(float(np.std(row, ddof=1)), seeds) for row in runs]
+        tolerance = compare.tolerance_from_seeds(spreads, figures)
+        differences = rng.normal(0.0, sd, figures) - rng.normal(0.0, sd, figures)
+        false_calls += bool(np.any(np.abs(differences) > tolerance))
+    rate = false_calls / trials
+    assert 0.01 <= rate <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / trials), rate
+
+
+def test_the_toy_studies_tolerances_are_derived_from_the_committed_seeds():
+    """config.yaml's and configs/toy_seeds.yaml's `reproduction` are what derived_tolerances
+    gives from results/toy_seeds/ (rounded as written), as docs/results.md says."""
+    seeded = json.loads((PROJECT / "results/toy_seeds/run.json").read_text())
+    for study, config in (("toy", "config.yaml"), ("toy_seeds", "configs/toy_seeds.yaml")):
+        compared = json.loads((PROJECT / f"results/{study}/run.json").read_text())
+        derived = compare.derived_tolerances(seeded, compared)
+        stated = yaml.safe_load((PROJECT / config).read_text())["reproduction"]
+        assert stated == {"bleu": round(derived["bleu"], 1),
+                          "perplexity": round(derived["perplexity"], 3)}, study  # fmt: skip
+    docs = (PROJECT / "docs/results.md").read_text()
+    assert "| toy | 5.8 BLEU | 10.1% |" in docs and "| toy_seeds | 6.6 BLEU | 12.1% |" in docs
+
+
+def test_aiayn_results_compare_on_a_git_checkout(tmp_path, capsys):
+    """The command as a user runs it after a rerun: unchanged results are the committed record;
+    a figure moved beyond the tolerance is named with both values and exit 1."""
+    for name in ("config.yaml", "configs", "schemas", "src", "results"):
+        source = PROJECT / name
+        copy = shutil.copytree if source.is_dir() else shutil.copy2
+        copy(source, tmp_path / name)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", "config.yaml", "configs", "results"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "results"], cwd=tmp_path, check=True)
+
+    assert main(["results", "--compare", "--workdir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "results/toy: 64 figures against git's HEAD: 64 reproduced, 0 differ (the committed" in out
+    )
+
+    path = tmp_path / "results/toy/run.json"
+    rerun = json.loads(path.read_text())
+    rerun["scores"]["tiny_learned_positions/averaged/test"]["sacrebleu"] = 84.78
+    rerun["experiments"]["tiny"]["precision"] = "bf16"
+    path.write_text(json.dumps(rerun, indent=2))
+    assert main(["results", "--compare", "--workdir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "results/toy: 64 figures against git's HEAD: 63 reproduced, 1 differ\n" in out
+    assert (
+        "  tiny_learned_positions/averaged/test sacrebleu: differs: 84.78 here, 95.61 committed "
+        "(tolerance 5.8)\n"
+    ) in out
+    assert "  recorded environment: experiments.tiny.precision: bf16 here, fp32 committed\n" in out
