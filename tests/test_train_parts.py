@@ -7,6 +7,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -274,6 +277,9 @@ def test_the_summary_reports_the_run_as_it_was_laid_out(tmp_path, steps):
     software = summary["software"]  # what another machine must match to get these weights
     assert software["torch"] == torch.__version__ and software["deepspeed"]
     assert software["cuda"] is software["gpu"] is software["driver"] is None  # a CPU build
+    cpu = summary["cpu"]  # and what moves a CPU's floats (#75)
+    assert cpu["capability"] == torch.backends.cpu.get_cpu_capability()
+    assert cpu["threads"] == torch.get_num_threads() and cpu["blas"]
 
 
 def test_the_driver_version_is_read_from_what_linux_says_of_the_loaded_driver(
@@ -290,6 +296,26 @@ def test_the_driver_version_is_read_from_what_linux_says_of_the_loaded_driver(
     assert software.nvidia_driver() == "550.54.15"
     monkeypatch.setattr(software, "NVIDIA_DRIVER", tmp_path / "absent")
     assert software.nvidia_driver() is None
+
+
+def test_the_cpu_is_read_from_cpuinfo_and_the_kernels_torch_runs_are_what_it_was_told(
+    tmp_path, monkeypatch
+):
+    """/proc/cpuinfo's first processor names the CPU; ATEN_CPU_CAPABILITY, which gives this
+    machine another machine's kernels, is what the record then says torch ran."""
+    from aiayn import software
+
+    said = tmp_path / "cpuinfo"
+    said.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+                    "model name\t: AMD EPYC 7763\n\nprocessor\t: 1\nmodel name\t: other\n")  # fmt: skip
+    monkeypatch.setattr(software, "CPUINFO", said)
+    assert software.cpu_model() == {"vendor": "AuthenticAMD", "family": "25", "model_number": "1",
+                                    "model": "AMD EPYC 7763"}  # fmt: skip
+    script = "import json; from aiayn.software import cpu_kernels; print(json.dumps(cpu_kernels()))"
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    ran = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    kernels = json.loads(ran.stdout)
+    assert (kernels["capability"], kernels["capability_requested"]) == ("DEFAULT", "default")
 
 
 def test_weights_say_which_run_and_which_bpe_model_they_were_trained_with(tmp_path, data):

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from aiayn.config import paths
-from aiayn.software import package_versions
+from aiayn.software import cpu_model, package_versions
 from aiayn.textio import atomic_output
 
 INVOCATION = "AIAYN_INVOCATION"  # the main snakemake process's command and start, for its jobs
@@ -76,6 +76,7 @@ def experiment_record(summary_path: str, decode: dict) -> dict:
         "device": summary.get("device_name") or summary.get("device"),
         "precision": summary.get("precision"),
         "software": summary.get("software"),  # what it trained on: torch, CUDA, driver, ...
+        "cpu": summary.get("cpu"),  # torch's CPU capability, threads, BLAS: what moves floats
         "real_tokens_per_step": summary.get("real_tokens_per_step"),
         "dev_ppl": round(summary["dev_ppl"], 3) if summary.get("dev_ppl") else None,
         "model": spec.get("model"),
@@ -143,7 +144,7 @@ def run_record(
         **commit_of(root),
         "finished": now.isoformat(timespec="seconds"),
         "invocation_seconds": round(now.timestamp() - started, 1),
-        "host": {"machine": platform.machine(), "cpus": os.cpu_count()},
+        "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "cpu": cpu_model()},
         # this process's (the scores', the tables'); each experiment's own under it
         "software": package_versions(),
         "experiments": {

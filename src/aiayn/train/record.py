@@ -18,7 +18,7 @@ import torch
 from aiayn.config import paths
 from aiayn.flops import RATE_METHOD, device_name, sustained_tflops
 from aiayn.precision import half_dtype
-from aiayn.software import software_versions
+from aiayn.software import cpu_kernels, software_versions
 from aiayn.textio import atomic_output
 from aiayn.train.curves import NoCurves, curves_of
 from aiayn.train.engine import compiled_graphs, ranks_agree
@@ -184,6 +184,7 @@ def write_summary(
         "device_tflops_fp16": sustained_tflops(device, half) if half == torch.float16 else None,
         "device_tflops_method": RATE_METHOD,
         "software": software_versions(device),  # what another machine must match (docs/results.md)
+        "cpu": cpu_kernels(),  # and what moves a CPU's floats: vector ISA, threads, BLAS
         "train_flops": state["train_flops"],
         "ranks_agree": ranks_agree(engine.module, shape.processes, device),
         "final_weights": str(final) if final else None,
