@@ -234,3 +234,24 @@ def test_lines_longer_than_any_training_sentence_are_warned_of_in_tokens(caplog)
     assert "Split such text into sentences" in caplog.text
     caplog.clear()
     assert warn_of_long_lines(lengths[:1], 250) == [] and not caplog.text
+
+
+def test_an_output_naming_an_open_descriptor_is_written_to_it_not_replaced(tmp_path):
+    """`-o /dev/stdout >> app.log` (or inside `{ ...; } > f`, or `-o /dev/fd/3 3>> f`): the
+    file behind the descriptor keeps what it held and gets the text appended, as the shell
+    opened it; replacing the file through the link lost its earlier lines."""
+    write = ("from pathlib import Path; import sys; from aiayn.cli import write_output; "
+             "write_output(Path(sys.argv[1]), 'ein Satz\\n')")  # fmt: skip
+    log = tmp_path / "app.log"
+    log.write_text("earlier line\n")
+    for shell in (
+        f'"$PY" -c "$CODE" /dev/stdout >> {log}',
+        f'{{ echo between; "$PY" -c "$CODE" /dev/stdout; }} >> {log}',
+        f'"$PY" -c "$CODE" /dev/fd/3 3>> {log}',
+    ):
+        subprocess.run(["sh", "-c", shell], check=True,
+                       env={"PY": sys.executable, "CODE": write, "PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert log.read_text() == "earlier line\nein Satz\nbetween\nein Satz\nein Satz\n"
+    plain = tmp_path / "out.txt"  # a file named as such is still written whole, atomically
+    subprocess.run([sys.executable, "-c", write, str(plain)], check=True)
+    assert plain.read_text() == "ein Satz\n"

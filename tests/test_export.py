@@ -121,18 +121,24 @@ def toy_bundle(tmp_path_factory):
 
 
 def test_the_hf_export_loads_with_auto_classes_and_cuts_text_as_our_bpe(tmp_path, toy_bundle):
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, GenerationConfig
 
     weights, subword, lines = toy_bundle
     output = tmp_path / "hf"
-    bundle.export(weights, subword, DecodeSettings(), output, "hf", experiment="toy")
+    settings = DecodeSettings(beam=5, alpha=1.0)
+    bundle.export(weights, subword, settings, output, "hf", experiment="toy")
+    generation = GenerationConfig.from_pretrained(output)  # what a plain generate() uses
+    assert (generation.num_beams, generation.length_penalty, generation.early_stopping) == (
+        5, 1.0, True)  # fmt: skip
+    assert generation.max_length == 1024 and generation.forced_eos_token_id == EOS_ID
+    assert generation.suppress_tokens == [0, BOS_ID] and not generation.do_sample
     tokenizer = AutoTokenizer.from_pretrained(output)
     processor = load_subword(subword)
     for line in lines:
         assert tokenizer(line).input_ids == [*processor.encode(line), EOS_ID]
     assert AutoModelForSeq2SeqLM.from_pretrained(output).config.decoder_start_token_id == BOS_ID
     record = json.loads((output / bundle.RECORD).read_text())
-    assert record["format"] == "hf" and record["decode"]["alpha"] == DecodeSettings().alpha
+    assert record["format"] == "hf" and record["decode"]["alpha"] == settings.alpha
     assert (
         record["decode"]["never_emitted"] == ["<pad>", "<s>"] and "fairseq" in record["engine_rule"]
     )

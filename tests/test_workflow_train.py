@@ -271,7 +271,7 @@ def test_aiayn_export_gives_stock_ctranslate2_and_transformers_our_translations(
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "hf")
     marian = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "hf").eval()
     batch = tokenizer(lines, return_tensors="pt", padding=True)
-    generated = marian.generate(**batch, num_beams=1, do_sample=False, max_new_tokens=256)
+    generated = marian.generate(**batch, num_beams=1)  # greedy; the limit is the export's
     hf_lines = tokenizer.batch_decode(generated, skip_special_tokens=True)
     fairseq = aiayn(default_run, "translate", "-e", "tiny", "--finalize", "fairseq",
                     stdin="\n".join(lines))  # fmt: skip
@@ -285,6 +285,17 @@ def test_aiayn_export_gives_stock_ctranslate2_and_transformers_our_translations(
                                    ("ct2 beam", ct2_beam, beam_fairseq)):  # fmt: skip
         differ = [(a, b) for a, b in zip(theirs, expected, strict=True) if a != b]
         assert len(differ) <= 2, (name, len(differ), differ[:3])
+    # long inputs (six dev sentences each, 40+ tokens): a plain generate() decodes with the
+    # exported generation config (beam, alpha, fairseq's end rule, the limit) as ours does
+    dev = (default_run / "data/toy/clean/dev.en-de.en").read_text().splitlines()
+    long = [" ".join(dev[i : i + 6]) for i in range(0, 180, 6)]
+    assert min(len(tokenizer(line)["input_ids"]) for line in long) >= 40
+    fairseq_long = aiayn(default_run, "translate", "-e", "tiny", "--finalize", "fairseq",
+                         stdin="\n".join(long)).stdout.splitlines()  # fmt: skip
+    plain = [tokenizer.batch_decode(marian.generate(**tokenizer([line], return_tensors="pt")),
+                                    skip_special_tokens=True)[0] for line in long]  # fmt: skip
+    assert len(long) == 30 and plain == fairseq_long
+    assert max(len(tokenizer(text_target=line)["input_ids"]) for line in plain) > 30
 
 
 def test_aiayn_translate_reads_stdin_keeps_empty_lines_and_takes_overrides(default_run):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import shlex
 import sys
 from dataclasses import asdict, replace
@@ -167,12 +168,40 @@ def run_translate(args: argparse.Namespace) -> int:
 
 
 def write_output(path: Path | None, text: str) -> None:
-    """To --output whole or not at all (a failed run leaves no half file), else to stdout."""
+    """To --output whole or not at all (a failed run leaves no half file), else to stdout. An
+    --output naming one of this process's open descriptors (`/dev/stdout`, `/dev/fd/3`) is
+    written to that descriptor, as the shell opened it: reopening the file behind it would
+    truncate what `>> app.log` appends to, and replacing it would lose its earlier lines."""
     if path is None:
         sys.stdout.write(text)
         return
+    descriptor = open_descriptor(path)
+    if descriptor is not None:
+        sys.stdout.flush()
+        with os.fdopen(os.dup(descriptor), "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        return
     with atomic_output(path) as handle:
         handle.write(text)
+
+
+DESCRIPTOR_LINK = re.compile(r"^/(?:proc/(?P<owner>self|\d+)/fd|dev/fd)/(?P<descriptor>\d+)$")
+NAMED_DESCRIPTORS = {"/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def open_descriptor(path: Path) -> int | None:
+    """The descriptor of this process that `path` names through its links (None: a file)."""
+    current = os.path.abspath(path)
+    for _ in range(40):  # the kernel's own limit on a chain of links
+        if current in NAMED_DESCRIPTORS:
+            return NAMED_DESCRIPTORS[current]
+        found = DESCRIPTOR_LINK.match(current)
+        if found and found["owner"] in (None, "self", str(os.getpid())):
+            return int(found["descriptor"])
+        if not os.path.islink(current):
+            return None
+        current = os.path.normpath(os.path.join(os.path.dirname(current), os.readlink(current)))
+    return None
 
 
 def run_lengths(args: argparse.Namespace) -> int:

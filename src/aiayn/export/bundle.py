@@ -78,7 +78,7 @@ def export(
         if fmt == "ct2":
             ct2.write(model, pieces, folder, quantization)
         else:
-            hf.write(model, pieces, subword, folder)
+            hf.write(model, pieces, subword, folder, settings)
         shutil.copyfile(subword, folder / SUBWORD)
         (folder / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return record

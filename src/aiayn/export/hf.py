@@ -132,14 +132,33 @@ def marian_model(model: Transformer):
     return marian.eval()
 
 
-def write(model: Transformer, pieces: list[str], subword: Path, output: Path) -> None:
+def decode_as_ours(marian, settings) -> None:
+    """The generation config a plain `generate(**inputs)` decodes with: the experiment's beam
+    and length penalty under fairseq's rule (which transformers' beam search is: a hypothesis
+    ends at its EOS, its score divided by length ** alpha, the search stops once `beam` have
+    ended), EOS forced at the length limit, and the limit our rule never exceeds, the model's
+    positions (ours stops at source length + decode.max_length_offset, which transformers
+    cannot express; without a limit it falls back to 20 tokens and cuts sentences)."""
+    generation = marian.generation_config
+    generation.num_beams = settings.beam
+    generation.length_penalty = settings.alpha
+    generation.early_stopping = True
+    generation.do_sample = False
+    generation.max_length = marian.config.max_position_embeddings
+    generation.forced_eos_token_id = EOS_ID
+
+
+def write(model: Transformer, pieces: list[str], subword: Path, output: Path, settings) -> None:
     """A folder that `MarianMTModel.from_pretrained` and `AutoTokenizer.from_pretrained` load:
-    the model (safetensors, config, generation config) and a MarianTokenizer over our
-    sentencepiece model, its vocabulary our ids."""
+    the model (safetensors, config, generation config: `decode_as_ours` with the experiment's
+    decode `settings`) and a MarianTokenizer over our sentencepiece model, its vocabulary our
+    ids."""
     from transformers import MarianTokenizer
 
     output.mkdir(parents=True, exist_ok=True)
-    marian_model(model).save_pretrained(output)
+    marian = marian_model(model)
+    decode_as_ours(marian, settings)
+    marian.save_pretrained(output)
     vocabulary = output / "vocab.json"
     vocabulary.write_text(json.dumps({piece: i for i, piece in enumerate(pieces)}), "utf-8")
     tokenizer = MarianTokenizer(
