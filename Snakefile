@@ -71,6 +71,7 @@ include: "rules/decode.smk"
 include: "rules/score.smk"
 include: "rules/parse.smk"
 include: "rules/report.smk"
+include: "rules/complexity.smk"
 include: "rules/export.smk"
 
 

@@ -90,3 +90,21 @@ def test_every_layer_type_has_the_papers_row_and_time_and_memory(measured):
         assert all(seconds > 0 for seconds in layer["seconds"])
     attention = measured["layers"]["self_attention"]["memory_bytes"]
     assert attention[-1] / attention[-2] > 3  # the n x n weights dominate at n >> d: x4
+
+
+def test_table1_has_the_papers_rows_as_printed_then_ours_measured(measured):
+    from aiayn.complexity.report import table1_layout
+    from aiayn.report import typeset
+
+    table = table1_layout(measured, study="toy")
+    text = typeset.markdown(table)
+    assert table.columns == ["Layer Type", "Complexity per Layer", "Sequential Operations",
+                             "Maximum Path Length"]  # fmt: skip
+    assert "| Convolutional | O(k · n · d^2) | O(1) | O(log_k(n)) |" in text  # as printed
+    assert "| Self-Attention (restricted) | O(r · n · d) | O(1) | O(n/r) |" in text
+    assert "| Self-Attention | n^2.00 · d^1.00 | n^0.00 | 1 |" in text
+    assert "| Recurrent | n^1.00 · d^2.00 | n^" in text and "| n - 1 |" in text
+    assert "| Convolutional (dilated) | n^1.00 · d^2.00 | n^0.00 | ⌈log_k n⌉ |" in text
+    assert table.rule_before == {4} and table.label == "tab:toy-table1"
+    latex = typeset.latex(table)
+    assert r"$O(n^2 \cdot d)$" in latex and r"$\lceil \log_k n \rceil$" in latex

@@ -12,6 +12,8 @@ from dataclasses import replace
 
 import pytest
 
+from aiayn.complexity.report import table1_layout
+from aiayn.complexity.table1 import Grid, measure_table1
 from aiayn.paper import TABLE2, TABLE3, TABLE4
 from aiayn.report import layout, tables, typeset
 from aiayn.report.params import params_table
@@ -235,6 +237,10 @@ def check_pasted(log: str, text: str) -> None:
             assert line.startswith(("∗", "*")), line
 
 
+TINY_GRID = Grid(lengths=(8, 16, 32), widths=(16, 32, 64), d=16, n=16, r=4, heads=2,
+                 path_lengths=(4, 8), repeats=1)  # fmt: skip
+
+
 @needs_latex
 def test_every_table_pastes_into_a_plain_article(tmp_path):
     tables = [
@@ -242,6 +248,7 @@ def test_every_table_pastes_into_a_plain_article(tmp_path):
         layout.table3(seeded_results(), study="a"),
         layout.table4([parser_result()], {"parser": "documents 0001-0159"}, [], study="a"),
         layout.params_layout(params_table({"toy": 800}), "Parameters & counts_1 100% < 2.", "a"),
+        table1_layout(measure_table1(TINY_GRID, kinds=("self_attention", "dilated")), "a"),
     ]
     paths = []
     for table in tables:
@@ -251,6 +258,7 @@ def test_every_table_pastes_into_a_plain_article(tmp_path):
     check_pasted(log, text)
     words = " ".join(text.split())
     assert "100% < 2." in words and "72.3 ± 3.0∗" in words  # (OT1 draws _ as a rule)
+    assert "O(n2 · d)" in words and "⌈logk n⌉" in words  # Table 1's formulas set as math
 
 
 COMMITTED_TABLES = sorted((PROJECT / "results").glob("*/tables/*.tex"))

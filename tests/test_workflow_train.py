@@ -126,7 +126,14 @@ def test_default_config_learns_to_translate_and_variants_score_differently(defau
 
 
 def test_default_config_fills_results_and_the_report(default_run):
-    for table in ("params", "table2", "table3"):
+    # Table 1 measured (#76): the paper's rows, ours beside them, the figure, the stage's time
+    table1 = (default_run / "results/toy/tables/table1.md").read_text()
+    assert "| Self-Attention | n^2.00 · d^1.00 | n^0.00 | 1 |" in table1
+    assert "| Recurrent | n^1.00 · d^2.00 |" in table1
+    for suffix in ("png", "pdf"):
+        assert (default_run / f"results/toy/figures/complexity.{suffix}").stat().st_size > 0
+    assert (default_run / "benchmarks/complexity/toy.tsv").read_text().startswith("s\t")
+    for table in ("params", "table2", "table3", "table1"):
         for suffix in ("md", "csv", "tex"):
             assert (default_run / f"results/toy/tables/{table}.{suffix}").stat().st_size > 0
         assert (default_run / f"results/toy/tables/{table}_detail.md").stat().st_size > 0

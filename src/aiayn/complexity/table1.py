@@ -17,12 +17,21 @@ from aiayn.complexity.measure import (
     time_and_memory,
 )
 
-# The paper's Table 1 as printed: complexity per layer, sequential operations, maximum path
-# length; and the exponents of n and d each claims (separable: its n d^2 term, for large d).
+# Per layer type: our row's name, the paper's complexity per layer, sequential operations and
+# maximum path length (Table 1 as printed for its four rows; section 4's text for contiguous
+# kernels, O(n/k), and separable ones), and the exponents of n, d and of the sequential
+# operations in n each claims (separable: its n d^2 term, which leads for large d).
+PRINTED = ("self_attention", "recurrent", "convolutional", "restricted")
 PAPER = {
     "self_attention": ("Self-Attention", "O(n^2 · d)", "O(1)", "O(1)", (2, 1, 0)),
     "recurrent": ("Recurrent", "O(n · d^2)", "O(n)", "O(n)", (1, 2, 1)),
-    "convolutional": ("Convolutional", "O(k · n · d^2)", "O(1)", "O(n/k)", (1, 2, 0)),
+    "convolutional": (
+        "Convolutional (contiguous)",
+        "O(k · n · d^2)",
+        "O(1)",
+        "O(n/k)",
+        (1, 2, 0),
+    ),  # fmt: skip
     "dilated": ("Convolutional (dilated)", "O(k · n · d^2)", "O(1)", "O(log_k(n))", (1, 2, 0)),
     "separable": (
         "Convolutional (separable)",

@@ -35,6 +35,7 @@ STAGE_SCRIPTS = {
     "seed_scores": "seed_scores.py",
     "table": "report_table.py",
     "figure": "report_figure.py",
+    "complexity": "complexity.py",
 }
 # What a change of settings reruns first (everything after it follows)
 SETTINGS_STAGE = {"datasets": "download", "train": "train", "evaluation": "decode"}
@@ -122,6 +123,8 @@ def study_stages(plan: Plan) -> list[str]:
         stages.add("seed_scores")
     if plan.report.attention_figures():
         stages.add("attention_maps")
+    if plan.config.get("complexity", {}).get("enabled"):
+        stages.add("complexity")
     return [stage for stage in STAGE_SCRIPTS if stage in stages]
 
 

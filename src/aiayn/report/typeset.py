@@ -62,6 +62,17 @@ class Cost:
 
 
 @dataclass
+class Formula:
+    """A cell that is mathematics: O(n^2 · d) as text, and its TeX for LaTeX (in math mode)."""
+
+    text: str
+    tex: str
+
+    def render(self, latex: bool) -> str:
+        return f"${self.tex}$" if latex else self.text
+
+
+@dataclass
 class Heading:
     """A row that names the rows under it (e.g. the test set of our rows), across the table."""
 
@@ -92,7 +103,7 @@ class Layout:
 
 
 def cell(value, latex: bool) -> str:
-    if isinstance(value, Score | Cost):
+    if isinstance(value, Score | Cost | Formula):
         return value.render(latex)
     text = "" if value is None else str(value)
     return latex_escape(text) if latex else text.replace("|", "\\|")

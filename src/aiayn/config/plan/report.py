@@ -22,6 +22,8 @@ class ReportPlan:
         """Tables and figures of the trained runs: Tables 2 and 3 and the figures of those that
         translate, Table 4 of those that parse, and the parameter counts always."""
         files = [self.table_file("params")]
+        if self.config.get("complexity", {}).get("enabled"):  # Table 1 measured (rule complexity)
+            files += [self.table_file("table1"), paths.figure_file("complexity", study=self.study)]
         if self.runs.parsers():
             files.append(self.table_file("table4"))
         if self.shown("parse_curves"):
