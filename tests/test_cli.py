@@ -85,7 +85,23 @@ def test_config_prints_the_validated_config_with_every_default(project, capsys):
         ("{dataset: toy, model: tiny, dev_split: devv}", "experiment 'x': dev_split 'devv'"),
         ("{dataset: toy, model: tiny, eval_splits: [tset]}", "eval_splits ['tset'] are not"),
         ("{dataset: toy, model: tiny, seeds: 2.0}", "experiments.x.seeds: 2.0 is not a whole"),
-        ("{dataset: toy, model: tiny, decode: {alpha: .nan}}", "decode.alpha must be a finite"),
+        (
+            "{dataset: toy, model: tiny, decode: {alpha: .nan}}",
+            "experiments.x.decode.alpha: nan is not a finite number",
+        ),
+        # NaN and infinity pass every bound of the schema: refused wherever they are (#77)
+        (
+            "{dataset: toy, model: tiny, train: {early_stopping_min_improvement: .nan}}",
+            "experiments.x.train.early_stopping_min_improvement: nan is not a finite number",
+        ),
+        (
+            "{dataset: toy, model: tiny, train: {early_stopping_min_improvement: .inf}}",
+            "early_stopping_min_improvement: inf is not a finite number",
+        ),
+        (
+            "{dataset: toy, model: tiny, train: {dev_bleu_alpha: -.inf}}",
+            "experiments.x.train.dev_bleu_alpha: -inf is not a finite number",
+        ),
     ],
 )
 def test_config_refuses_what_the_workflow_refuses(project, capsys, experiment, said):

@@ -5,14 +5,15 @@ is the whole config (thousands of lines, the key on line 3), and for a YAML alia
 nested ten deep) printing never ends. So the config's expanded size is bounded first, then each
 error names its key path, what was wrong and, for an unknown key, the nearest valid name.
 Whole-number floats (`2.0`) pass the schema's `integer` in jsonschema; here they are refused,
-naming the key, before they fail a run hours later. Every name that becomes a path (study,
-dataset, split, experiment) is held to the schema's `$defs` patterns, which admit no `.` or
-`..` and no path separator, so no file of a study can leave its folder.
+naming the key, before they fail a run hours later; so are NaN and infinity. Every name that
+becomes a path (study, dataset, split, experiment) is held to the schema's `$defs` patterns,
+which admit no `.` or `..` and no path separator, so no file of a study can leave its folder.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Iterable
 
@@ -26,6 +27,7 @@ def check_config(config: dict, schema: dict) -> None:
     """Raise InputError with a short message if the config is too large or breaks the schema."""
     check_size(config, "the config")
     check_keys(config)
+    check_finite(config)
     errors = list(strict_validator(schema).iter_errors(config))
     if errors:
         raise InputError(describe(first(errors)))
@@ -62,6 +64,20 @@ def check_keys(value, where: tuple = ()) -> None:
                 f'{type(key).__name__}): write it in quotes, "{key}"'
             )
         check_keys(item, (*where, key))
+
+
+def check_finite(value, where: tuple = ()) -> None:
+    """No setting is NaN or infinite: YAML reads `.nan` and `.inf` as numbers, which pass every
+    bound of the schema (NaN compares false with all of them) and then stop a run late or,
+    worse, quietly (a NaN minimum improvement made early stopping end a run still improving)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(
+            f"config key {key_path(where)}: {value} is not a finite number (YAML reads .nan "
+            "and .inf as numbers): give a finite value, or leave the key out for its default"
+        )
+    if isinstance(value, dict | list):
+        for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+            check_finite(item, (*where, key))
 
 
 def expanded_size(value, sizes: dict | None = None) -> int:
