@@ -5,6 +5,7 @@ from its checkpointed state to the step an unbroken run stops at."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -86,6 +87,33 @@ def test_patience_resumed_from_its_state_stops_where_an_unbroken_run_stops():
     again = next(i for i in range(3, len(bleu)) if resumed.update(i, {"dev_bleu": bleu[i]}))
     assert again == stopped_at and resumed.reason() == unbroken.reason()
     assert "dev_bleu did not improve by 0.1 for 3 dev evaluations" in unbroken.reason()
+
+
+def test_nan_is_never_the_best_value():
+    """A NaN dev loss at the first evaluation was early stopping's best, and nothing beat it:
+    a run whose loss fell at every evaluation after it stopped at the patience (#77)."""
+    stopping = EarlyStopping(metric="dev_loss", patience=3)
+    losses = [float("nan"), 3.0, 2.5, 2.0, 1.5]
+    assert not any(stopping.update(step, {"dev_loss": loss}) for step, loss in enumerate(losses))
+    assert (stopping.best, stopping.best_step) == (1.5, 4)
+    bleu = EarlyStopping(metric="dev_bleu", patience=2)
+    assert not bleu.update(1, {"dev_bleu": 10.0}) and not bleu.update(2, {"dev_bleu": math.nan})
+    assert bleu.update(3, {"dev_bleu": math.nan}) and bleu.best == 10.0
+
+
+def test_best_n_averaging_ranks_a_nan_score_last(tmp_path):
+    """Best 2 of {10, NaN, 12, 11} by dev BLEU are 12 and 11 (a NaN in the sort gave 10 and
+    NaN's files)."""
+    from aiayn.train.run_folder import BestCheckpoints
+
+    best = BestCheckpoints(tmp_path, "dev_bleu", 2)
+    for step, value in zip((50, 100, 150, 200), (10.0, math.nan, 12.0, 11.0), strict=True):
+        (tmp_path / f"step{step:08d}.safetensors").write_bytes(b"")
+        best.record(tmp_path / f"step{step:08d}.safetensors", {"dev_bleu": value})
+    assert [path.name for path in best.files()] == ["step00000150.safetensors",
+                                                    "step00000200.safetensors"]  # fmt: skip
+    three = [path.name for path in BestCheckpoints(tmp_path, "dev_bleu", 3).files()]
+    assert "step00000100.safetensors" not in three
 
 
 def test_dev_loss_improves_downwards_and_bad_settings_are_refused():

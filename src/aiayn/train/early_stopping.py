@@ -8,6 +8,7 @@ counting where the checkpoint left it and stops at the same step as a run never 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 # metric -> whether larger is better; each is a key of the dev evaluation's record
@@ -32,6 +33,9 @@ class EarlyStopping:
             raise ValueError("early stopping needs patience >= 1 and min_improvement >= 0")
 
     def improved(self, value: float) -> bool:
+        """Better than the best by the minimum; NaN never is (nothing would beat it after)."""
+        if math.isnan(value):
+            return False
         if self.best is None:
             return True
         gain = value - self.best if METRICS[self.metric] else self.best - value

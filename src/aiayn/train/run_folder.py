@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import shutil
 from dataclasses import asdict
 from pathlib import Path
@@ -248,7 +249,10 @@ class BestCheckpoints:
             json.dump({"metric": self.metric, "scores": scores}, handle, indent=1)
 
     def files(self) -> list[Path]:
-        """The `count` best-scoring weights files, oldest first."""
+        """The `count` best-scoring weights files, oldest first; a NaN score ranks last (it
+        compares false with every number, so a sort would leave it anywhere)."""
         scores, sign = self.scores(), -1 if METRICS[self.metric] else 1
-        ranked = sorted(scores, key=lambda name: (sign * scores[name], name))
+        ranked = sorted(
+            scores, key=lambda name: (math.isnan(scores[name]), sign * scores[name], name)
+        )
         return sorted(self.weights_dir / name for name in ranked[: self.count])
