@@ -323,6 +323,13 @@ def test_table2_says_which_checkpoints_each_averaged_model_averages():
         "Averaged, tiny: the last 5 checkpoints (the paper's rule).",
         "Averaged, tiny_one_layer: the 5 checkpoints best on dev BLEU.",
     ]
+    for run in runs:  # fewer checkpoints than the rule asks: the footnote says how many, and why
+        run.summary["average_rule"] = {"rule": "last", "count": 20, "averaged": 4,
+                                       "fewer": "the run saved only 4 checkpoints"}  # fmt: skip
+    assert layout.table2(runs).footnotes[-1] == (
+        "Averaged models: the last 4 checkpoints, not the 20 asked (the run saved only 4 "
+        "checkpoints)."
+    )
     for run in runs:
         del run.summary["average_rule"]
     assert not any("Averaged" in note for note in layout.table2(runs).footnotes)

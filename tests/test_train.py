@@ -728,7 +728,7 @@ def test_the_best_checkpoints_by_a_dev_figure_are_kept_and_averaged(tmp_path, co
     assert summary["average_weights"] == [
         str(weights_file(weights_dir, step)) for step in sorted(best)
     ]
-    assert summary["average_rule"] == {"rule": "best", "by": "dev_loss", "count": 2}
+    assert summary["average_rule"] == {"rule": "best", "by": "dev_loss", "count": 2, "averaged": 2}
     assert summary["final_weights"] == str(weights_file(weights_dir, 12))
     kept = {path.name for path in weights_files(weights_dir)}
     assert kept == {weights_file(weights_dir, s).name for s in {*best, 10, 12}}

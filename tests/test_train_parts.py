@@ -270,7 +270,12 @@ def test_the_summary_reports_the_run_as_it_was_laid_out(tmp_path, steps):
     assert summary["precision_reason"] == "auto: no GPU"
     assert summary["device_tflops_bf16"] is None and summary["device_tflops_fp16"] is None
     assert summary["final_weights"] == str(weights[0]) and summary["dev_ppl"] == 2.0
-    assert summary["average_rule"] == {"rule": "last", "count": 5}  # the paper's, by default
+    assert summary["average_rule"] == {  # the paper's, by default; one file to average here
+        "rule": "last",
+        "count": 5,
+        "averaged": 1,
+        "fewer": "the run saved only 1 checkpoint",
+    }
     assert summary["gradient_dtypes"] == {"accumulation": "float32", "communication": "float32"}
     assert summary["ranks_agree"] is True
     assert np.isfinite(summary["device_tflops_fp32"])

@@ -109,7 +109,7 @@ def test_default_config_writes_live_curves_with_dev_bleu_at_the_logged_steps(def
                        zip(found, logged, strict=True)), (name, tag)  # fmt: skip
     summary = json.loads((default_run / "runs/tiny/train.json").read_text())
     assert summary["ended_by"] == "max_steps" and summary["dev_bleu"] > 50
-    assert summary["average_rule"] == {"rule": "last", "count": 5}
+    assert summary["average_rule"] == {"rule": "last", "count": 5, "averaged": 5}
 
 
 def test_default_config_learns_to_translate_and_variants_score_differently(default_run):

@@ -139,9 +139,13 @@ def averaging_notes(results: list[ExperimentResult]) -> list[str]:
         rule = result.summary.get("average_rule")  # train.json; absent before #65
         if rule is None:
             continue
-        count = rule["count"]
-        said = (f"the last {count} checkpoints (the paper's rule)" if rule["rule"] == "last"
-                else f"the {count} checkpoints best on {METRIC_NAMES[rule['by']]}")  # fmt: skip
+        count, averaged = rule["count"], rule.get("averaged", rule["count"])
+        said = (f"the last {averaged} checkpoints" if rule["rule"] == "last"
+                else f"the {averaged} checkpoints best on {METRIC_NAMES[rule['by']]}")  # fmt: skip
+        if averaged < count:  # fewer to average than the rule asks: said, with why
+            said += f", not the {count} asked ({rule.get('fewer', 'fewer were there')})"
+        elif rule["rule"] == "last":
+            said += " (the paper's rule)"
         rules.setdefault(said, []).append(result.group)
     if len(rules) <= 1:
         return [f"Averaged models: {said}." for said in rules]

@@ -189,7 +189,7 @@ def write_summary(
         "ranks_agree": ranks_agree(engine.module, shape.processes, device),
         "final_weights": str(final) if final else None,
         "average_weights": [str(p) for p in weights],
-        "average_rule": average_rule(settings),
+        "average_rule": average_rule(settings, len(weights)),
         **dev,
     }
     if shape.rank == 0:
@@ -198,8 +198,17 @@ def write_summary(
     return summary
 
 
-def average_rule(settings) -> dict:
-    """Which checkpoints the averaged model averages, as the tables say it."""
+def average_rule(settings, averaged: int) -> dict:
+    """Which checkpoints the averaged model averages, as the tables say it: the rule, the count
+    it asks for, how many it averaged, and why fewer where there were fewer to average."""
     if settings.average_best_by is None:
-        return {"rule": "last", "count": settings.average_last}
-    return {"rule": "best", "by": settings.average_best_by, "count": settings.average_last}
+        rule = {"rule": "last", "count": settings.average_last}
+    else:
+        rule = {"rule": "best", "by": settings.average_best_by, "count": settings.average_last}
+    rule["averaged"] = averaged
+    if averaged < settings.average_last:
+        kept = "saved" if settings.average_best_by is None else "scored on dev"
+        rule["fewer"] = f"the run {kept} only {averaged} checkpoint{'s' * (averaged != 1)}"
+        log.warning("averaging %d checkpoints, not the %d asked: %s", averaged,
+                    settings.average_last, rule["fewer"])  # fmt: skip
+    return rule
