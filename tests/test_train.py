@@ -713,6 +713,22 @@ def test_early_stopping_killed_in_its_patience_resumes_and_stops_where_an_unbrok
 
 
 @pytest.mark.workflow
+def test_early_stopping_counts_evaluations_at_one_interval_whatever_the_averaging(
+    tmp_path, copy_data
+):
+    """Best-N averaging scores every checkpoint (every 2 steps here) as it is saved; early
+    stopping counts only the evaluations every dev_every_steps (4): with patience 1 and an
+    improvement never reached it stops at the second of those, step 8 (it stopped at step 4,
+    its patience spent by the averaging's extra evaluations; #77)."""
+    settings = {"average_best_by": "dev_loss", "average_last": 2, "checkpoint_every_steps": 2,
+                "dev_every_steps": 4, "max_steps": 40, "early_stopping_metric": "dev_loss",
+                "early_stopping_patience": 1, "early_stopping_min_improvement": 10.0}  # fmt: skip
+    summary = train(experiment(tmp_path / "stop.json", copy_data, **settings))
+    assert summary["steps"] == 8 and summary["ended_by"].startswith("early_stopping")
+    assert [r["step"] for r in train_log(tmp_path / "stop") if "dev_loss" in r] == [2, 4, 6, 8]
+
+
+@pytest.mark.workflow
 def test_the_best_checkpoints_by_a_dev_figure_are_kept_and_averaged(tmp_path, copy_data):
     """train.average_best_by: every scheduled checkpoint is scored as it is saved; the best
     `average_last` are kept beside the newest, train.json lists them and says the rule."""

@@ -202,11 +202,15 @@ class Trainer:
                 window = LogWindow()
             every = settings.checkpoint_every_steps
             scheduled = voted["save"] or final or bool(every and step % every == 0)
-            # the best checkpoints are averaged: each one scheduled is evaluated as it is saved
+            # the best checkpoints are averaged: each one scheduled is evaluated as it is saved;
+            # early stopping counts only the evaluations at the fixed interval, so that its
+            # patience means the same whatever the averaging rule, and a run resumed after
+            # checkpoints by minutes stops where an unbroken one does (as sockeye and fairseq)
             by_score = scheduled and settings.average_best_by is not None
-            if step % settings.dev_every_steps == 0 or final or by_score:
+            on_interval = step % settings.dev_every_steps == 0
+            if on_interval or final or by_score:
                 last_dev = self.dev_evaluation(step)
-                if early_stop_agreed(self, step, last_dev):
+                if on_interval and early_stop_agreed(self, step, last_dev):
                     final = scheduled = True
                     if not logged:  # the steps since the last log line, before stopping
                         self.steps.settle(self.state, self.folder.newest)
