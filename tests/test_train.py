@@ -657,6 +657,38 @@ def train_log(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "train.jsonl").read_text().splitlines()]
 
 
+def kill_at_step(spec: Path, run_dir: Path, step: int) -> int:
+    """Train `spec` in a process `kill -9`ed once train.jsonl reaches `step`; the step reached."""
+    command = [sys.executable, "-m", "aiayn.train.trainer", str(spec)]
+    process = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    log, deadline = run_dir / "train.jsonl", time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline:
+        if log.exists() and max((r["step"] for r in train_log(run_dir)), default=0) >= step:
+            break
+        time.sleep(0.01)
+    process.kill()
+    assert process.wait() == -9, "the run ended before the kill: the test proves nothing"
+    return max(r["step"] for r in train_log(run_dir))
+
+
+@pytest.mark.workflow
+def test_a_run_killed_before_its_first_checkpoint_logs_each_step_once(tmp_path, copy_data):
+    """The rerun starts from step 0 and drops what the killed attempt logged, in train.jsonl
+    and TensorBoard alike (both held the first steps twice; #77)."""
+    settings = {"max_steps": 10, "log_every_steps": 1, "dev_every_steps": 5,
+                "checkpoint_every_steps": 1000, "tokens_per_step": 2400,
+                "tokens_per_batch": 2400}  # fmt: skip
+    spec = experiment(tmp_path / "early.json", copy_data, **settings)
+    assert 3 <= kill_at_step(spec, tmp_path / "early", 3) < 10
+    assert not list((tmp_path / "early" / "checkpoints").glob("step*"))
+    train(spec)
+    logged = [r["step"] for r in train_log(tmp_path / "early") if "loss" in r]
+    assert logged == list(range(1, 11))
+    curves = curve_steps(tmp_path / "early")
+    assert curves["train/loss"] == logged and curves["dev/loss"] == [5, 10]
+
+
 def curve_steps(run_dir: Path) -> dict[str, list[int]]:
     """Each TensorBoard tag's steps, as tensorboard's own reader finds them."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -685,18 +717,8 @@ def test_early_stopping_killed_in_its_patience_resumes_and_stops_where_an_unbrok
         "early_stopping: dev_loss did not improve by 10.0 for 6 dev evaluations after its best"
     )
     spec = experiment(tmp_path / "killed.json", copy_data, **stopping)
-    command = [sys.executable, "-m", "aiayn.train.trainer", str(spec)]
-    process = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
-    log, deadline = tmp_path / "killed" / "train.jsonl", time.monotonic() + 300
-    while process.poll() is None and time.monotonic() < deadline:
-        if log.exists() and max((r["step"] for r in train_log(log.parent)), default=0) >= 7:
-            break
-        time.sleep(0.01)
-    process.kill()
-    assert process.wait() == -9, "the run ended before the kill: the test proves nothing"
-    reached = max(r["step"] for r in train_log(log.parent))
-    assert 7 <= reached < 14
+    log = tmp_path / "killed" / "train.jsonl"
+    assert 7 <= kill_at_step(spec, log.parent, 7) < 14
     resumed = train(spec)
     assert (resumed["steps"], resumed["ended_by"]) == (straight["steps"], straight["ended_by"])
     a, b = weights(straight), weights(resumed)

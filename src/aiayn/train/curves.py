@@ -38,7 +38,9 @@ def scalars(record: dict) -> dict[str, float]:
 
 class Curves:
     """The writers of one experiment's curves, on rank 0 only (other ranks get one that does
-    nothing). `resumed_at`: the checkpoint's step, or None for a fresh run."""
+    nothing). `resumed_at`: the step the run starts from (its checkpoint's, 0 for a run from
+    the start, which also hides what an attempt killed before its first checkpoint logged), or
+    None for nothing to hide."""
 
     def __init__(
         self, folder: Path, resumed_at: int | None, wandb: dict | None = None, tensorboard=True

@@ -259,10 +259,12 @@ class Trainer:
             self.data.seek((self.state["epoch"], self.state["batch"]))
             if self.rank == 0:
                 log.info("resumed from %s (step %d)", self.folder.newest(), self.state["step"])
-            self.log.forget_after(self.state["step"])
+        # from the checkpoint's step, or from step 0 after an attempt killed before its first
+        # checkpoint: what that attempt logged is dropped too, so that no step is logged twice
+        self.log.forget_after(self.state["step"])
         if self.stopping is not None:
             self.stopping.restore(self.state.get("early_stopping"))
-        self.log.open_curves(None if saved is None else self.state["step"], self.settings)
+        self.log.open_curves(self.state["step"], self.settings)
 
 
 def early_stop_agreed(trainer: Trainer, step: int, dev: dict) -> bool:
