@@ -285,7 +285,9 @@ def run_compare(root: Path) -> int:
         try:
             here = json.loads(path.read_text(encoding="utf-8"))
             config = load_config(
-                root, [root / name for name in here["configfiles"]], here.get("config_overrides")
+                root,
+                [root / name for name in here["configfiles"]],
+                here.get("config_overrides") or None,
             )
         except (OSError, ValueError, KeyError, TypeError) as err:
             sys.stdout.write(f"{where}: unreadable here ({type(err).__name__}: {err})\n")
