@@ -118,6 +118,9 @@ def test_bad_translate_arguments_are_refused_before_any_work(project, capsys, tm
     missing = tmp_path / "missing" / "out.txt"
     error = translate(project, capsys, "-e", "tiny", "--output", str(missing))
     assert f"--output {missing}: the folder {missing.parent} does not exist" in error
+    # a folder no file can be made in, even by root (sysfs); a read-only one likewise (#77)
+    error = translate(project, capsys, "-e", "tiny", "--output", "/sys/out.txt")
+    assert "--output /sys/out.txt: the folder /sys cannot be written" in error
     error = translate(project, capsys, "-e", "tiny", "--input", str(tmp_path))
     assert f"--input {tmp_path} is a folder: name a text file" in error
     error = translate(project, capsys, "-e", "tiny", "--device", "foo")

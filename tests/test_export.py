@@ -8,6 +8,8 @@ written whole or not at all."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -163,4 +165,23 @@ def test_an_export_is_written_whole_and_replaces_only_an_earlier_export(tmp_path
         bundle.export(weights, subword, DecodeSettings(), other, "ct2", experiment="toy")
     with pytest.raises(InputError, match="--quantization is CTranslate2's"):
         bundle.export(weights, subword, DecodeSettings(), tmp_path / "x", "hf", "int8", "toy")
+    with pytest.raises(InputError, match="'int4' is not a CTranslate2 weight type: use one of"):
+        bundle.export(weights, subword, DecodeSettings(), tmp_path / "x", "ct2", "int4", "toy")
+    (output / "notes.txt").write_text("mine")  # a file put beside an earlier export (#77)
+    with pytest.raises(InputError, match=r"other files beside it \(notes.txt\)"):
+        bundle.export(weights, subword, DecodeSettings(), output, "ct2", None, "toy")
+    assert (output / "notes.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2", "mine"]
+
+
+def test_an_export_folder_and_its_files_follow_the_umask(tmp_path, toy_bundle):
+    """safetensors writes its file 0600: in a group's folder nobody else could load the model."""
+    weights, subword, _ = toy_bundle
+    old = os.umask(0o022)
+    try:
+        bundle.export(weights, subword, DecodeSettings(), tmp_path / "hf", "hf", experiment="toy")
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "hf").iterdir()}
+    assert modes["model.safetensors"] == 0o644 and set(modes.values()) == {0o644}
+    assert stat.S_IMODE((tmp_path / "hf").stat().st_mode) == 0o755

@@ -28,6 +28,7 @@ import os
 import re
 import shlex
 import sys
+import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -285,7 +286,9 @@ def run_compare(root: Path) -> int:
         try:
             here = json.loads(path.read_text(encoding="utf-8"))
             config = load_config(
-                root, [root / name for name in here["configfiles"]], here.get("config_overrides")
+                root,
+                [root / name for name in here["configfiles"]],
+                here.get("config_overrides") or None,
             )
         except (OSError, ValueError, KeyError, TypeError) as err:
             sys.stdout.write(f"{where}: unreadable here ({type(err).__name__}: {err})\n")
@@ -450,8 +453,11 @@ def check_input(path: Path | None) -> None:
 
 
 def check_output(path: Path | None) -> None:
-    """Before any work: an --output whose folder is missing would lose every translation."""
-    if path is None:
+    """Before any work: an --output whose folder is missing or cannot be written would lose
+    every translation at the end (a device, a pipe or a descriptor is written as it is)."""
+    if path is None or open_descriptor(path) is not None:
+        return
+    if path.exists() and not path.is_file() and not path.is_dir():
         return
     if path.is_dir():
         raise InputError(f"--output {path} is a folder: name the file to write")
@@ -462,6 +468,14 @@ def check_output(path: Path | None) -> None:
             f"--output {path}: the folder {path.parent} does not exist; create it first "
             f"(mkdir -p {path.parent})"
         )
+    try:  # the output is written beside its place, then renamed: the folder must take a file
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as err:
+        raise InputError(
+            f"--output {path}: the folder {path.parent} cannot be written ({err.strerror}): "
+            "name a file in a folder you can write, or make it writable (chmod u+w)"
+        ) from None
 
 
 def check_device(name: str) -> str:

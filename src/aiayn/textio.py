@@ -103,7 +103,8 @@ def atomic_output(path: str | os.PathLike, mode: str = "w"):
 def atomic_folder(path: str | os.PathLike):
     """A folder written whole or not at all: `atomic_output`'s rules for a folder. The caller
     fills the temporary folder it is given; an earlier folder at `path` is replaced only when
-    all of the new one is written."""
+    all of the new one is written. Everything in it gets the umask's mode, whatever wrote it
+    (safetensors writes its files 0600: a group's folder could not read them)."""
     with staged_beside(Path(path), folder=True) as staged:
         yield staged
 
@@ -123,7 +124,10 @@ def staged_beside(path: Path, folder: bool):
         tmp = Path(name)
     try:
         yield tmp
-        os.chmod(tmp, (0o777 if folder else 0o666) & ~current_umask())
+        mask = current_umask()
+        os.chmod(tmp, (0o777 if folder else 0o666) & ~mask)
+        for inside in sorted(tmp.rglob("*")) if folder else ():
+            os.chmod(inside, (0o777 if inside.is_dir() else 0o666) & ~mask)
         if folder and path.exists():  # a folder cannot replace a folder in one rename
             old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
             os.replace(path, old / path.name)

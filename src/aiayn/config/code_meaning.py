@@ -14,7 +14,9 @@ same version for the same code.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
+import os
 from pathlib import Path
 
 # Fields that never change what the code does: a string's `u` prefix, `# type:` comments
@@ -29,8 +31,15 @@ def meaning_version(source: str, filename: str = "<source>") -> str:
 
 
 def file_meaning_version(path: Path) -> str:
-    """`meaning_version` of a file's text."""
-    return meaning_version(Path(path).read_text(encoding="utf-8"), filename=str(path))
+    """`meaning_version` of a file's text; a file unchanged since (same modification time and
+    size) is not parsed again: every rule and stage of a study versions the shared modules."""
+    status = os.stat(path)
+    return cached_version(str(Path(path).resolve()), status.st_mtime_ns, status.st_size)
+
+
+@functools.lru_cache(maxsize=4096)
+def cached_version(path: str, modified_ns: int, size: int) -> str:
+    return meaning_version(Path(path).read_text(encoding="utf-8"), filename=path)
 
 
 def canonical(node) -> str:

@@ -52,6 +52,8 @@ def export(
         raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if quantization and fmt != "ct2":
         raise InputError("--quantization is CTranslate2's (--format ct2)")
+    if quantization:
+        check_quantization(quantization)
     check_destination(output)
     processor = load_subword(subword)
     model, payload = load_model(weights, torch_cpu(), experiment, subword)
@@ -80,6 +82,7 @@ def export(
         else:
             hf.write(model, pieces, subword, folder, settings)
         shutil.copyfile(subword, folder / SUBWORD)
+        record["files"] = sorted([*(path.name for path in folder.iterdir()), RECORD])
         (folder / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return record
 
@@ -90,8 +93,20 @@ def torch_cpu():
     return torch.device("cpu")
 
 
+def check_quantization(quantization: str) -> None:
+    """Before the model loads: a weight type CTranslate2 has (its own list)."""
+    from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
+
+    if quantization not in ACCEPTED_MODEL_TYPES:
+        raise InputError(
+            f"--quantization {quantization!r} is not a CTranslate2 weight type: use one of "
+            f"{', '.join(ACCEPTED_MODEL_TYPES)}"
+        )
+
+
 def check_destination(output: Path) -> None:
-    """An export replaces an earlier export only: never a file, nor a folder of other things."""
+    """An export replaces an earlier export only: never a file, nor a folder of other things,
+    nor files someone put beside an earlier export's (its record lists what it wrote)."""
     if output.is_file() or (output.exists() and not output.is_dir()):
         raise InputError(f"--output {output} is a file: give a folder to write the model into")
     if output.is_dir() and any(output.iterdir()) and not (output / RECORD).is_file():
@@ -99,3 +114,12 @@ def check_destination(output: Path) -> None:
             f"--output {output} holds files that are not an earlier export (no {RECORD}): "
             "give a new or empty folder"
         )
+    if (output / RECORD).is_file():
+        written = json.loads((output / RECORD).read_text(encoding="utf-8")).get("files")
+        others = sorted(set(path.name for path in output.iterdir()) - set(written or []))
+        if written is not None and others:
+            raise InputError(
+                f"--output {output} is an earlier export with other files beside it "
+                f"({', '.join(others)}), which replacing it would delete: move them out, or "
+                "give another folder"
+            )
