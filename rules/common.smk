@@ -385,7 +385,9 @@ def report_front_page():
             page.parent.mkdir(parents=True, exist_ok=True)
             page.write_text(text, encoding="utf-8")
     except OSError as err:
-        fallback = Path(tempfile.gettempdir()) / f"aiayn-{os.getuid()}-report_{plan.study}.rst"
+        fallback = (
+            Path(tempfile.gettempdir()) / f"aiayn-{os.getuid()}-report_{plan.study}.rst"
+        )
         fallback.write_text(text, encoding="utf-8")
         logger.warning(
             f"the report's front page cannot be written to {page} ({err.strerror}); it is "
