@@ -8,8 +8,10 @@ plain Python and unit-tested there), through its four parts: `plan.data` (datase
 scores) and `plan.report` (tables, figures, the run record).
 """
 
+import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 # CHECKOUT: the Snakefile's folder; the Snakefile put its src/ first on sys.path, so that the
@@ -370,12 +372,28 @@ def record_study_run(output, log):
 
 def report_front_page():
     """The HTML report's front page for this study (aiayn.report.front_page), written where
-    Snakemake keeps its own state; the main process writes it, its jobs only name it."""
+    Snakemake keeps its own state; the main process writes it (only when it changed), its jobs
+    only name it. Where that folder is a colleague's that this user cannot write (umask 077 on
+    a shared folder), the page goes to this user's temporary folder instead, with a warning:
+    a dry run or a run must not die of the report's front page."""
     page = Path.cwd() / ".snakemake" / "aiayn" / f"report_{plan.study}.rst"
-    if workflow.is_main_process:
-        page.parent.mkdir(parents=True, exist_ok=True)
-        text = front_page(plan.study, plan.runs.groups(), Path.cwd())
-        page.write_text(text, encoding="utf-8")
+    if not workflow.is_main_process:
+        return str(page)
+    text = front_page(plan.study, plan.runs.groups(), Path.cwd())
+    try:
+        if not page.is_file() or page.read_text(encoding="utf-8") != text:
+            page.parent.mkdir(parents=True, exist_ok=True)
+            page.write_text(text, encoding="utf-8")
+    except OSError as err:
+        fallback = (
+            Path(tempfile.gettempdir()) / f"aiayn-{os.getuid()}-report_{plan.study}.rst"
+        )
+        fallback.write_text(text, encoding="utf-8")
+        logger.warning(
+            f"the report's front page cannot be written to {page} ({err.strerror}); it is "
+            f"{fallback} instead (make {page.parent} writable for you to keep it there)"
+        )
+        return str(fallback)
     return str(page)
 
 

@@ -274,3 +274,22 @@ def test_an_output_naming_an_open_descriptor_is_written_to_it_not_replaced(tmp_p
     plain = tmp_path / "out.txt"  # a file named as such is still written whole, atomically
     subprocess.run([sys.executable, "-c", write, str(plain)], check=True)
     assert plain.read_text() == "ein Satz\n"
+
+
+def test_aiayn_results_names_a_study_it_cannot_check_and_checks_the_others(tmp_path, capsys):
+    """A study whose config file is gone (or a folder without the workflow's code, as one
+    deploying it as a module) is named with what is missing; the other studies are still checked
+    (one missing file stopped them all with a traceback; #77)."""
+    for name in ("config.yaml", "configs", "rules", "workflow_scripts", "src", "schemas"):
+        source = PROJECT / name
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, tmp_path / name)
+    for study in ("toy", "multi30k"):
+        shutil.copytree(PROJECT / "results" / study, tmp_path / "results" / study)
+    (tmp_path / "configs" / "multi30k.yaml").unlink()
+    assert main(["results", "--workdir", str(tmp_path)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(
+        f"results/multi30k: cannot be checked here: config file {tmp_path}/configs/multi30k.yaml "
+        "does not exist. Restore what is named"
+    )
+    assert lines[1] == "results/toy: current"

@@ -761,3 +761,21 @@ def test_readme_states_the_fault_matrix_the_tests_run():
         f"{KILLS_PER_STAGE} seeded points in each of the {len(STAGES)} stages, {kills} kills"
         in readme
     )
+
+
+def test_regenerate_says_how_to_call_it_and_deletes_no_folder_unasked(tmp_path):
+    """`.ci/regenerate --help` is its usage; a ../regen_<study> already there (a folder of
+    yours) stops it before any clone, the folder untouched, unless --replace (#77)."""
+    checkout = tmp_path / "checkout"
+    (checkout / ".ci").mkdir(parents=True)
+    shutil.copy2(PROJECT / ".ci" / "regenerate", checkout / ".ci" / "regenerate")
+    script = ["bash", str(checkout / ".ci" / "regenerate")]
+    usage = subprocess.run([*script, "--help"], capture_output=True, text=True)
+    assert usage.returncode == 0 and "--replace toy" in usage.stdout
+    unknown = subprocess.run([*script, "toyy"], capture_output=True, text=True)
+    assert unknown.returncode == 1 and "regenerate: no study toyy" in unknown.stderr
+    (tmp_path / "regen_toy").mkdir()
+    (tmp_path / "regen_toy" / "mine.txt").write_text("mine")
+    kept = subprocess.run([*script, "toy"], capture_output=True, text=True)
+    assert kept.returncode == 1 and "regen_toy exists" in kept.stderr and "--replace" in kept.stderr
+    assert (tmp_path / "regen_toy" / "mine.txt").read_text() == "mine"

@@ -115,6 +115,27 @@ def test_gpu_hours_follow_the_papers_step_times_or_a_stated_one():
     assert "base_en_fr" in report and "table3_C_N8" in report and "total:" in report
 
 
+def test_the_bill_counts_what_a_finished_training_still_has_to_run(tmp_path):
+    """A trained experiment whose max_steps was raised resumes: its remaining steps are still
+    to pay (the bill said `(trained)` and 0.0 still to train while the job was planned; #77)."""
+    from aiayn.config import paths
+    from aiayn.config.gpu_hours import report
+
+    paper = Plan(study("configs/paper.yaml"))
+    entry, spec = paper.runs.entry("base_en_de"), paper.runs.trainer_spec("base_en_de")
+    summary = tmp_path / paths.train_summary("base_en_de")
+    summary.parent.mkdir(parents=True)
+    summary.write_text(json.dumps({"steps": 100000, "ended_by": "max_steps"}))
+    assert training_cost("base_en_de", entry, spec, tmp_path).trained
+    raised = {**spec, "train": {**spec["train"], "max_steps": 150000}}
+    cost = training_cost("base_en_de", entry, raised, tmp_path)
+    assert not cost.trained and cost.remaining_hours == pytest.approx(12 * 8 / 2)
+    assert "(trained to step 100000: resumes)" in report([cost])
+    assert "48.0 of them still to train" in report([cost])
+    summary.write_text(json.dumps({"steps": 4000, "ended_by": "early_stopping: dev_bleu ..."}))
+    assert training_cost("base_en_de", entry, raised, tmp_path).remaining_hours == 0
+
+
 @pytest.mark.workflow
 def test_the_paper_dry_run_plans_both_pairs_every_table3_row_and_the_gpu_hours(tmp_path):
     project = copy_project(tmp_path / "project")

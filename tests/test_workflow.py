@@ -406,3 +406,16 @@ def test_a_dataset_mixing_treebank_and_text_splits_is_named(project_copy):
     result = run_snakemake(project_copy, "-n", check=False)
     assert result.returncode != 0
     assert "dataset 'toy' mixes `ptb` splits with ['toy'] ones" in result.stdout + result.stderr
+
+
+def test_a_report_folder_this_user_cannot_write_warns_and_plans_on(project_copy):
+    """The report's front page is written into .snakemake/aiayn by the main process, even in a
+    dry run; a colleague's folder there (umask 077 on a group folder) killed `snakemake -n`
+    with a PermissionError (#77). Now the page goes to the user's temporary folder, said once.
+    (Root may write anywhere: a file where the folder belongs makes it unwritable here.)"""
+    (project_copy / ".snakemake").mkdir()
+    (project_copy / ".snakemake" / "aiayn").write_text("not a folder")
+    result = run_snakemake(project_copy, "-n")
+    said = result.stdout + result.stderr
+    assert "the report's front page cannot be written to" in said and "instead" in said
+    assert "data/toy/raw/train.en-de.en" in said  # and it planned the run

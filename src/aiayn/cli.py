@@ -267,7 +267,13 @@ def run_results(args: argparse.Namespace) -> int:
         raise InputError(f"{(root / 'results').resolve()} holds no <study>/run.json")
     for path in records:
         where = path.parent.relative_to(root)
-        state = study_state(root, path)
+        try:
+            state = study_state(root, path)
+        except (InputError, OSError) as err:  # one study's missing config stops no other's check
+            state = (
+                f"cannot be checked here: {err}. Restore what is named, or run `aiayn results` "
+                "in the workflow's checkout (--workdir), where its config files and code are"
+            )
         stale += state != "current"
         sys.stdout.write(f"{where}: {state}\n")
     return 1 if stale else 0

@@ -9,6 +9,7 @@ P100s), other models scaled from base by their FLOPs per step, in P100-hours.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,11 +29,19 @@ class TrainingCost:
     gpus: int
     step_seconds: float
     basis: str  # where the step time comes from
-    trained: bool  # runs/<name>/train.json already exists: nothing left to pay
+    done_steps: int = 0  # trained already (runs/<name>/train.json): not to pay again
 
     @property
     def gpu_hours(self) -> float:
         return self.steps * self.step_seconds * self.gpus / 3600
+
+    @property
+    def remaining_hours(self) -> float:
+        return max(self.steps - self.done_steps, 0) * self.step_seconds * self.gpus / 3600
+
+    @property
+    def trained(self) -> bool:
+        return self.done_steps >= self.steps
 
 
 def paper_step_seconds(preset: str) -> float:
@@ -52,7 +61,7 @@ def scaled_step_seconds(model: TransformerConfig, reference: str, tokens_per_ste
 def training_cost(name: str, entry: dict, spec: dict, root: Path = Path(".")) -> TrainingCost:
     """One experiment's expected GPU-hours (its config entry, and its resolved trainer spec)."""
     train = spec["train"]
-    trained = (root / paths.train_summary(name)).is_file()
+    trained = done_steps(root / paths.train_summary(name), train["max_steps"])
     if entry.get("expected_step_seconds"):
         gpus = entry["processes"] * entry["nodes"]
         return TrainingCost(
@@ -66,6 +75,19 @@ def training_cost(name: str, entry: dict, spec: dict, root: Path = Path(".")) ->
     return TrainingCost(name, train["max_steps"], 8, seconds, basis + " (8 P100)", trained)
 
 
+def done_steps(summary: Path, max_steps: int) -> int:
+    """The steps a finished training already took (0: none yet); a run early stopping ended
+    counts as done (it resumes only if its patience is raised), one whose max_steps was raised
+    since resumes from where it ended."""
+    try:
+        record = json.loads(summary.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 0
+    if str(record.get("ended_by", "")).startswith("early_stopping"):
+        return max_steps
+    return int(record.get("steps", 0))
+
+
 def report(costs: list[TrainingCost]) -> str:
     """The dry run's lines: one per training job, then the total still to run."""
     lines = [
@@ -75,11 +97,13 @@ def report(costs: list[TrainingCost]) -> str:
     ]
     for cost in costs:
         done = "  (trained)" if cost.trained else ""
+        if cost.done_steps and not cost.trained:
+            done = f"  (trained to step {cost.done_steps}: resumes)"
         lines.append(
             f"  {cost.experiment:<24} {cost.steps:>8} {cost.step_seconds:>7.3f} {cost.gpus:>4} "
             f"{cost.gpu_hours:>8.1f}  {cost.basis}{done}"
         )
-    remaining = sum(cost.gpu_hours for cost in costs if not cost.trained)
+    remaining = sum(cost.remaining_hours for cost in costs)
     total = sum(cost.gpu_hours for cost in costs)
     lines.append(f"  total: {total:.1f} GPU-hours, {remaining:.1f} of them still to train")
     return "\n".join(lines)
