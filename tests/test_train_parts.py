@@ -195,6 +195,8 @@ def test_opening_a_run_of_another_configuration_moves_its_outputs_aside(tmp_path
     first.open()
     (root / "checkpoints" / "step00000010").mkdir(parents=True)  # half-written: no COMPLETE
     (root / "train.json").write_text("{}")
+    (root / "tensorboard").mkdir()  # the old run's curves, which the new run must not continue
+    (root / "wandb_run.json").write_text('{"id": "old"}')
     first.open()
     assert not (root / "checkpoints" / "step00000010").exists()  # dropped
     assert (root / "train.json").exists()  # same configuration: kept
@@ -204,6 +206,8 @@ def test_opening_a_run_of_another_configuration_moves_its_outputs_aside(tmp_path
     assert (root / "superseded" / old / "train.json").exists() and not (
         root / "train.json"
     ).exists()
+    for curves in ("tensorboard", "wandb_run.json"):  # archived with the run (#77)
+        assert (root / "superseded" / old / curves).exists() and not (root / curves).exists()
     assert json.loads((root / "identity.json").read_text())["identity"] != old
     budget = RunFolder(an_experiment(root, data, seed=7, max_steps=99), 0, 1)
     budget.open()  # a longer budget is the same trajectory: nothing moves

@@ -5,7 +5,8 @@ checkpoints/stepN/  DeepSpeed's full training state, rng_rank{R}.pt, COMPLETE (c
 checkpoints/stepN.damaged/  a checkpoint whose files changed after it was written, set aside
 weights/stepN.safetensors   consolidated fp32 weights, which averaging and decoding read
 weights/scores.json  with train.average_best_by: each kept weights file's dev figure
-superseded/{old}/   the outputs of an earlier configuration, moved aside, never deleted
+superseded/{old}/   the outputs of an earlier configuration (its curves too), moved aside, never
+                    deleted
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from aiayn.config import paths
 from aiayn.errors import InputError, StorageError
 from aiayn.textio import atomic_output, file_sha256
 from aiayn.train import checkpoint as ckpt
+from aiayn.train.curves import TENSORBOARD, WANDB_RUN_FILE
 from aiayn.train.early_stopping import METRICS
 from aiayn.train.settings import Experiment
 
@@ -59,10 +61,14 @@ class RunFolder:
             if old != identity:
                 archive = self.root / "superseded" / old
                 log.warning(
-                    "configuration changed: moving the old run's checkpoints to %s", archive
+                    "configuration changed: moving the old run's checkpoints and curves to %s",
+                    archive,
                 )
                 archive.mkdir(parents=True, exist_ok=True)
-                for name in ("checkpoints", "weights", paths.TRAIN_LOG, paths.TRAIN_SUMMARY):
+                # its curves too: the new run starts its own (a new W&B id, TensorBoard afresh)
+                moved = ("checkpoints", "weights", paths.TRAIN_LOG, paths.TRAIN_SUMMARY,
+                         TENSORBOARD, WANDB_RUN_FILE, "wandb")  # fmt: skip
+                for name in moved:
                     if (self.root / name).exists():
                         shutil.move(str(self.root / name), str(archive / name))
             for path in self.checkpoint_dir.glob("step*"):
