@@ -607,6 +607,8 @@ def test_attention_maps_refuse_a_sentence_longer_than_the_learned_positions():
         "report.attention_sentences[0]: sentence 1 is 12 tokens long, 13 with EOS, but the "
         "model's learned positions stop at max_positions 12"
     )
+    # the setting that makes it fit is named (the default 1024 cut a line to 1025 with EOS; #77)
+    assert "`decode.max_source_tokens: 11` in the experiment's `decode`" in str(err.value)
 
 
 def test_decode_step_matches_the_full_decoder():

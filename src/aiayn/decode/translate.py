@@ -227,6 +227,8 @@ def check_fits(lengths: np.ndarray, position_limit: int | None, desc: str) -> No
     raise InputError(
         f"{desc}: sentence {first + 1} is {lengths[first]} tokens long, {lengths[first] + 1} "
         f"with EOS, but the model's learned positions stop at max_positions {position_limit} "
-        f"(too long: {int(too_long.sum())} of {len(lengths)} sentences). Train with a larger "
-        "`max_positions` in the experiment's `overrides`, or with sinusoidal positions."
+        f"(too long: {int(too_long.sum())} of {len(lengths)} sentences). Cut sources to fit "
+        f"with `decode.max_source_tokens: {position_limit - 1}` in the experiment's `decode` "
+        "settings, or train with a larger `max_positions` in its `overrides`, or with "
+        "sinusoidal positions."
     )
