@@ -52,7 +52,7 @@ def canonical(node) -> str:
                 continue
             if isinstance(value, list) and all(isinstance(item, ast.stmt) for item in value):
                 value = statements(value)
-            elif isinstance(node, ast.ImportFrom | ast.Import) and name == "names":
+            elif isinstance(node, IMPORTS) and name == "names":
                 value = sorted(value, key=lambda alias: (alias.name, alias.asname or ""))
             fields.append(f"{name}={canonical(value)}")
         return f"{type(node).__name__}({','.join(fields)})"

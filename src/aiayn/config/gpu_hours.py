@@ -61,18 +61,18 @@ def scaled_step_seconds(model: TransformerConfig, reference: str, tokens_per_ste
 def training_cost(name: str, entry: dict, spec: dict, root: Path = Path(".")) -> TrainingCost:
     """One experiment's expected GPU-hours (its config entry, and its resolved trainer spec)."""
     train = spec["train"]
-    trained = done_steps(root / paths.train_summary(name), train["max_steps"])
+    done = done_steps(root / paths.train_summary(name), train["max_steps"])
     if entry.get("expected_step_seconds"):
         gpus = entry["processes"] * entry["nodes"]
         return TrainingCost(
-            name, train["max_steps"], gpus, entry["expected_step_seconds"], "stated", trained
+            name, train["max_steps"], gpus, entry["expected_step_seconds"], "stated", done
         )
     reference = "big" if entry["model"] == "big" else "base"
     model = TransformerConfig(**spec["model"])
     seconds = scaled_step_seconds(model, reference, train["tokens_per_step"])
     same = abs(seconds / paper_step_seconds(reference) - 1) < 1e-9
     basis = f"paper {reference}" + ("" if same else ", scaled by FLOPs")
-    return TrainingCost(name, train["max_steps"], 8, seconds, basis + " (8 P100)", trained)
+    return TrainingCost(name, train["max_steps"], 8, seconds, basis + " (8 P100)", done)
 
 
 def done_steps(summary: Path, max_steps: int) -> int:
