@@ -3,6 +3,7 @@ Translation itself is tested on the default run's model in tests/test_workflow_t
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -62,6 +63,20 @@ def test_the_console_command_is_installed():
     command = Path(sys.executable).parent / "aiayn"
     result = subprocess.run([str(command), "translate", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "--experiment" in result.stdout
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(project):
+    """`aiayn config | head -1`: the pipe's read end is closed before anything is written, so
+    every write meets a closed pipe, as the lines after head's first do."""
+    command = Path(sys.executable).parent / "aiayn"
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([str(command), "config", "--workdir", str(project)],
+                                stdout=write_end, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert result.returncode == 1 and result.stderr == ""
 
 
 def test_config_prints_the_validated_config_with_every_default(project, capsys):

@@ -145,10 +145,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         commands = {"config": run_config, "results": run_results, "translate": run_translate,
                     "lengths": run_lengths, "export": run_export}  # fmt: skip
-        return commands[args.command](args)
+        code = commands[args.command](args)
+        sys.stdout.flush()  # a reader gone (a closed pipe) is found here, not at exit
+        return code
     except InputError as err:
         log.error("%s", err)
         return 1
+    except BrokenPipeError:  # `aiayn results | head`: the reader has all it wanted
+        stop_writing_stdout()
+        return 1
+
+
+def stop_writing_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's own flush at exit finds no closed pipe (the
+    recipe of Python's signal docs: a closed pipe is no error of ours worth a traceback)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def run_translate(args: argparse.Namespace) -> int:
