@@ -399,8 +399,18 @@ def mtimes(root: Path, pattern: str) -> dict:
 
 
 def test_a_bigger_budget_resumes_training_and_leaves_the_data_alone(quick_run):
+    """Also: between the longer training and its new average, `aiayn` refuses the older
+    averaged model (it exported it with rc 0, #77), and the command it names averages again."""
     data_before = mtimes(quick_run, "data/**/*")
     quick_experiment(quick_run, max_steps=40)
+    run_snakemake(quick_run, "runs/quick/train.json")  # trained on; not averaged yet
+    refused = aiayn(quick_run, "translate", "-e", "quick", stdin="the dog sees a cat\n")
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert "is older than its run's runs/quick/weights/step00000040" in refused.stderr
+    way_out = re.search(r"average again: `(snakemake [^`]+)`", refused.stderr).group(1)
+    subprocess.run([sys.executable, "-m", *way_out.split()], cwd=quick_run, check=True,
+                   capture_output=True)  # fmt: skip
+    assert aiayn(quick_run, "translate", "-e", "quick", stdin="the dog\n").returncode == 0
     run_snakemake(quick_run)
     assert mtimes(quick_run, "data/**/*") == data_before
     summary = json.loads((quick_run / "runs/quick/train.json").read_text())

@@ -410,8 +410,31 @@ def locate(args: argparse.Namespace) -> Located:
                 f"experiment {entry['name']!r} has no {what} yet ({path}): train it first with "
                 f"`snakemake --cores all {target}` (and the same --configfile)"
             )
+    check_average_is_newest(root, entry["name"])
     log.info("decode settings: %s", asdict(settings))
     return Located(model_path, subword_path, settings, entry, dataset)
+
+
+def check_average_is_newest(root: Path, experiment: str) -> None:
+    """The averaged model must postdate its run: weights or a train.json written after it mean
+    training went on (a raised max_steps, a resumed run) or still runs, and the average is of
+    older checkpoints. Snakemake averages again once training has ended (by the same times)."""
+    from aiayn.config import paths
+
+    model = root / paths.averaged_model(experiment)
+    run = root / paths.run_dir(experiment)
+    later = [
+        path
+        for path in [run / paths.TRAIN_SUMMARY, *sorted((run / "weights").glob("step*"))]
+        if path.is_file() and path.stat().st_mtime_ns > model.stat().st_mtime_ns
+    ]
+    if later:
+        target = paths.averaged_model(experiment)
+        raise InputError(
+            f"{model} is older than its run's {later[-1].relative_to(root)}: training went on "
+            f"after the average was made, or still runs. When training has ended, average "
+            f"again: `snakemake --cores all {target}` (and the same --configfile)"
+        )
 
 
 def trained_tokens(workdir: Path, found: Located) -> int | None:
