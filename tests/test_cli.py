@@ -167,9 +167,13 @@ def test_lengths_names_what_is_missing_before_any_work(project, capsys):
     assert "experiment 'tiny' has no averaged model yet" in lengths()
     assert "--alphas: nan is not a finite length penalty" in lengths("--alphas", "1", "nan")
     made = [project / "runs/tiny/averaged.safetensors", project / "data/toy/spm/bpe.model"]
-    for path in made:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch()
+    made[0].parent.mkdir(parents=True, exist_ok=True)
+    made[0].touch()
+    made[1].parent.mkdir(parents=True, exist_ok=True)
+    assert "bpe.model is gone: `snakemake --cores all --forcerun subword" in lengths()
+    made[1].touch()
+    assert "bpe.model is not a readable sentencepiece model" in lengths()
+    small_bpe(made[1])
     try:
         error = lengths("--split", "nope")
         assert "--split nope: dataset toy has no such split (it has train, dev, test)" in error
@@ -308,3 +312,16 @@ def test_aiayn_results_names_a_study_it_cannot_check_and_checks_the_others(tmp_p
         "does not exist. Restore what is named"
     )
     assert lines[1] == "results/toy: current"
+
+
+def small_bpe(path: Path) -> None:
+    """A real sentencepiece model, quickly: the commands check that the BPE model loads."""
+    from aiayn.data.toy import generate
+    from aiayn.prepare.subword import SubwordSettings, train_bpe
+
+    text = path.with_suffix(".txt")
+    text.write_text(
+        "".join(f"{en}\n{de}\n" for en, de in generate(1000, seed=1, partition="train"))
+    )
+    train_bpe([str(text)], str(path), SubwordSettings(vocab_size=500), threads=1)
+    text.unlink()

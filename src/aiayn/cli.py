@@ -403,16 +403,37 @@ def locate(args: argparse.Namespace) -> Located:
         )
     model_path = root / paths.averaged_model(entry["name"])
     subword_path = root / paths.subword_file("model", entry["dataset"])
-    for path, what in ((model_path, "averaged model"), (subword_path, "BPE model")):
-        if not path.is_file():
-            target = paths.averaged_model(entry["name"])
-            raise InputError(
-                f"experiment {entry['name']!r} has no {what} yet ({path}): train it first with "
-                f"`snakemake --cores all {target}` (and the same --configfile)"
-            )
+    if not model_path.is_file():
+        raise InputError(
+            f"experiment {entry['name']!r} has no averaged model yet ({model_path}): train it "
+            f"first with `snakemake --cores all {paths.averaged_model(entry['name'])}` (and the "
+            "same --configfile)"
+        )
+    check_subword_model(subword_path, paths.subword_file("model", entry["dataset"]))
     check_average_is_newest(root, entry["name"])
     log.info("decode settings: %s", asdict(settings))
     return Located(model_path, subword_path, settings, entry, dataset)
+
+
+def check_subword_model(path: Path, target: str) -> None:
+    """A BPE model deleted or damaged after training: Snakemake, its later outputs all there,
+    plans nothing for it, so the way out forces its rule on that one file. The same data and
+    settings train the same model (the weights carry its digest and check it), and Snakemake,
+    finding the same bytes, reruns nothing after it."""
+    import sentencepiece as spm
+
+    way_out = (
+        f"`snakemake --cores all --forcerun subword {target}` trains it again from the same "
+        "data and settings (and the same --configfile)"
+    )
+    if not path.is_file():
+        raise InputError(f"the BPE model {path} is gone: {way_out}")
+    try:
+        spm.SentencePieceProcessor(model_file=str(path))
+    except (OSError, RuntimeError) as err:
+        raise InputError(
+            f"{path} is not a readable sentencepiece model ({err}): {way_out}"
+        ) from None
 
 
 def check_average_is_newest(root: Path, experiment: str) -> None:
