@@ -3,6 +3,7 @@ Translation itself is tested on the default run's model in tests/test_workflow_t
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -62,6 +63,20 @@ def test_the_console_command_is_installed():
     command = Path(sys.executable).parent / "aiayn"
     result = subprocess.run([str(command), "translate", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "--experiment" in result.stdout
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(project):
+    """`aiayn config | head -1`: the pipe's read end is closed before anything is written, so
+    every write meets a closed pipe, as the lines after head's first do."""
+    command = Path(sys.executable).parent / "aiayn"
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([str(command), "config", "--workdir", str(project)],
+                                stdout=write_end, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert result.returncode == 1 and result.stderr == ""
 
 
 def test_config_prints_the_validated_config_with_every_default(project, capsys):
@@ -152,9 +167,13 @@ def test_lengths_names_what_is_missing_before_any_work(project, capsys):
     assert "experiment 'tiny' has no averaged model yet" in lengths()
     assert "--alphas: nan is not a finite length penalty" in lengths("--alphas", "1", "nan")
     made = [project / "runs/tiny/averaged.safetensors", project / "data/toy/spm/bpe.model"]
-    for path in made:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch()
+    made[0].parent.mkdir(parents=True, exist_ok=True)
+    made[0].touch()
+    made[1].parent.mkdir(parents=True, exist_ok=True)
+    assert "bpe.model is gone: `snakemake --cores all --forcerun subword" in lengths()
+    made[1].touch()
+    assert "bpe.model is not a readable sentencepiece model" in lengths()
+    small_bpe(made[1])
     try:
         error = lengths("--split", "nope")
         assert "--split nope: dataset toy has no such split (it has train, dev, test)" in error
@@ -293,3 +312,16 @@ def test_aiayn_results_names_a_study_it_cannot_check_and_checks_the_others(tmp_p
         "does not exist. Restore what is named"
     )
     assert lines[1] == "results/toy: current"
+
+
+def small_bpe(path: Path) -> None:
+    """A real sentencepiece model, quickly: the commands check that the BPE model loads."""
+    from aiayn.data.toy import generate
+    from aiayn.prepare.subword import SubwordSettings, train_bpe
+
+    text = path.with_suffix(".txt")
+    text.write_text(
+        "".join(f"{en}\n{de}\n" for en, de in generate(1000, seed=1, partition="train"))
+    )
+    train_bpe([str(text)], str(path), SubwordSettings(vocab_size=500), threads=1)
+    text.unlink()

@@ -7,9 +7,11 @@ written whole or not at all."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import stat
+import threading
 
 import numpy as np
 import pytest
@@ -185,3 +187,43 @@ def test_an_export_folder_and_its_files_follow_the_umask(tmp_path, toy_bundle):
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "hf").iterdir()}
     assert modes["model.safetensors"] == 0o644 and set(modes.values()) == {0o644}
     assert stat.S_IMODE((tmp_path / "hf").stat().st_mode) == 0o755
+
+
+def test_a_second_export_into_one_folder_waits_for_the_first_and_then_replaces_it(
+    tmp_path, toy_bundle
+):
+    """Two exports into one new folder raced on the rename (`Directory not empty`, #77): while
+    one holds the lock of the folder's parent, another waits, then writes a whole export."""
+    weights, subword, _ = toy_bundle
+    output = tmp_path / "shared" / "ct2"
+    output.parent.mkdir()
+    holder = os.open(output.parent, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # a first export, busy writing
+    errors = []
+
+    def second():
+        try:
+            bundle.export(weights, subword, DecodeSettings(), output, "ct2", None, "toy")
+        except BaseException as err:  # noqa: BLE001 - the test reports it below
+            errors.append(err)
+
+    waiting = threading.Thread(target=second)
+    waiting.start()
+    waiting.join(timeout=3)
+    assert waiting.is_alive() and not output.exists()  # it waits, nothing half-written
+    (output).mkdir()  # what the first export leaves: an export of its own
+    (output / bundle.RECORD).write_text(json.dumps({"files": [bundle.RECORD]}))
+    os.close(holder)
+    waiting.join(timeout=120)
+    assert not waiting.is_alive() and errors == []
+    assert json.loads((output / bundle.RECORD).read_text())["format"] == "ct2"
+    assert sorted(p.name for p in output.parent.iterdir()) == ["ct2"]
+
+
+def test_a_parser_is_not_exported(tmp_path, toy_bundle):
+    """The rule export took any experiment; `aiayn export` refused parsers (#77)."""
+    weights, subword, _ = toy_bundle
+    with pytest.raises(InputError, match=r"'wsj' parses \(decode.constrain: trees\)"):
+        bundle.export(weights, subword, DecodeSettings(constrain="trees"), tmp_path / "x", "ct2",
+                      experiment="wsj")  # fmt: skip
+    assert not (tmp_path / "x").exists()

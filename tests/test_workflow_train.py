@@ -399,8 +399,18 @@ def mtimes(root: Path, pattern: str) -> dict:
 
 
 def test_a_bigger_budget_resumes_training_and_leaves_the_data_alone(quick_run):
+    """Also: between the longer training and its new average, `aiayn` refuses the older
+    averaged model (it exported it with rc 0, #77), and the command it names averages again."""
     data_before = mtimes(quick_run, "data/**/*")
     quick_experiment(quick_run, max_steps=40)
+    run_snakemake(quick_run, "runs/quick/train.json")  # trained on; not averaged yet
+    refused = aiayn(quick_run, "translate", "-e", "quick", stdin="the dog sees a cat\n")
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert "is older than its run's runs/quick/weights/step00000040" in refused.stderr
+    way_out = re.search(r"average again: `(snakemake [^`]+)`", refused.stderr).group(1)
+    subprocess.run([sys.executable, "-m", *way_out.split()], cwd=quick_run, check=True,
+                   capture_output=True)  # fmt: skip
+    assert aiayn(quick_run, "translate", "-e", "quick", stdin="the dog\n").returncode == 0
     run_snakemake(quick_run)
     assert mtimes(quick_run, "data/**/*") == data_before
     summary = json.loads((quick_run / "runs/quick/train.json").read_text())
@@ -636,3 +646,21 @@ def test_formatting_comments_and_docstrings_rerun_nothing_a_statement_its_stages
         for path, text in originals.items():
             path.write_text(text)
     assert planned_jobs(default_run) == {}
+
+
+def test_a_deleted_bpe_model_is_trained_again_by_the_command_aiayn_names(quick_run):
+    """A deleted bpe.model gave "Nothing to be done" while `aiayn translate` pointed back at that
+    command (#77). The command it names now trains the same model again (the weights' digest
+    of it checks that), and Snakemake, finding the same bytes, reruns nothing after it."""
+    bpe = quick_run / "data/toy/spm/bpe.model"
+    before = bpe.read_bytes()
+    bpe.unlink()
+    refused = aiayn(quick_run, "translate", "-e", "quick", stdin="the dog sees a cat\n")
+    assert refused.returncode == 1 and "bpe.model is gone: `snakemake" in refused.stderr
+    way_out = re.search(r"`(snakemake [^`]+)`", refused.stderr).group(1)
+    subprocess.run([sys.executable, "-m", *way_out.split()], cwd=quick_run, check=True,
+                   capture_output=True)  # fmt: skip
+    assert bpe.read_bytes() == before
+    assert aiayn(quick_run, "translate", "-e", "quick", stdin="the dog\n").returncode == 0
+    planned = run_snakemake(quick_run, "-n")
+    assert "Nothing to be done" in planned.stdout + planned.stderr

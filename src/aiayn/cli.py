@@ -145,10 +145,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         commands = {"config": run_config, "results": run_results, "translate": run_translate,
                     "lengths": run_lengths, "export": run_export}  # fmt: skip
-        return commands[args.command](args)
+        code = commands[args.command](args)
+        sys.stdout.flush()  # a reader gone (a closed pipe) is found here, not at exit
+        return code
     except InputError as err:
         log.error("%s", err)
         return 1
+    except BrokenPipeError:  # `aiayn results | head`: the reader has all it wanted
+        stop_writing_stdout()
+        return 1
+
+
+def stop_writing_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's own flush at exit finds no closed pipe (the
+    recipe of Python's signal docs: a closed pipe is no error of ours worth a traceback)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def run_translate(args: argparse.Namespace) -> int:
@@ -391,15 +403,59 @@ def locate(args: argparse.Namespace) -> Located:
         )
     model_path = root / paths.averaged_model(entry["name"])
     subword_path = root / paths.subword_file("model", entry["dataset"])
-    for path, what in ((model_path, "averaged model"), (subword_path, "BPE model")):
-        if not path.is_file():
-            target = paths.averaged_model(entry["name"])
-            raise InputError(
-                f"experiment {entry['name']!r} has no {what} yet ({path}): train it first with "
-                f"`snakemake --cores all {target}` (and the same --configfile)"
-            )
+    if not model_path.is_file():
+        raise InputError(
+            f"experiment {entry['name']!r} has no averaged model yet ({model_path}): train it "
+            f"first with `snakemake --cores all {paths.averaged_model(entry['name'])}` (and the "
+            "same --configfile)"
+        )
+    check_subword_model(subword_path, paths.subword_file("model", entry["dataset"]))
+    check_average_is_newest(root, entry["name"])
     log.info("decode settings: %s", asdict(settings))
     return Located(model_path, subword_path, settings, entry, dataset)
+
+
+def check_subword_model(path: Path, target: str) -> None:
+    """A BPE model deleted or damaged after training: Snakemake, its later outputs all there,
+    plans nothing for it, so the way out forces its rule on that one file. The same data and
+    settings train the same model (the weights carry its digest and check it), and Snakemake,
+    finding the same bytes, reruns nothing after it."""
+    import sentencepiece as spm
+
+    way_out = (
+        f"`snakemake --cores all --forcerun subword {target}` trains it again from the same "
+        "data and settings (and the same --configfile)"
+    )
+    if not path.is_file():
+        raise InputError(f"the BPE model {path} is gone: {way_out}")
+    try:
+        spm.SentencePieceProcessor(model_file=str(path))
+    except (OSError, RuntimeError) as err:
+        raise InputError(
+            f"{path} is not a readable sentencepiece model ({err}): {way_out}"
+        ) from None
+
+
+def check_average_is_newest(root: Path, experiment: str) -> None:
+    """The averaged model must postdate its run: weights or a train.json written after it mean
+    training went on (a raised max_steps, a resumed run) or still runs, and the average is of
+    older checkpoints. Snakemake averages again once training has ended (by the same times)."""
+    from aiayn.config import paths
+
+    model = root / paths.averaged_model(experiment)
+    run = root / paths.run_dir(experiment)
+    later = [
+        path
+        for path in [run / paths.TRAIN_SUMMARY, *sorted((run / "weights").glob("step*"))]
+        if path.is_file() and path.stat().st_mtime_ns > model.stat().st_mtime_ns
+    ]
+    if later:
+        target = paths.averaged_model(experiment)
+        raise InputError(
+            f"{model} is older than its run's {later[-1].relative_to(root)}: training went on "
+            f"after the average was made, or still runs. When training has ended, average "
+            f"again: `snakemake --cores all {target}` (and the same --configfile)"
+        )
 
 
 def trained_tokens(workdir: Path, found: Located) -> int | None:

@@ -9,7 +9,10 @@ ours only).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import shutil
 from dataclasses import asdict
 from pathlib import Path
@@ -48,6 +51,12 @@ def export(
     from aiayn.export import ct2, hf
     from aiayn.prepare.pieces import load as load_subword
 
+    if settings.constrain != "none":
+        raise InputError(
+            f"experiment {experiment!r} parses (decode.constrain: {settings.constrain}): "
+            "CTranslate2 and transformers decode without the tree constraint a parser needs, so "
+            "it is not exported; its trees come from the workflow (decode/.../*.trees)"
+        )
     if fmt not in FORMATS:
         raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if quantization and fmt != "ct2":
@@ -76,15 +85,33 @@ def export(
         },  # fmt: skip
         "engine_rule": ENGINE_RULE,
     }
-    with atomic_folder(output) as folder:
-        if fmt == "ct2":
-            ct2.write(model, pieces, folder, quantization)
-        else:
-            hf.write(model, pieces, subword, folder, settings)
-        shutil.copyfile(subword, folder / SUBWORD)
-        record["files"] = sorted([*(path.name for path in folder.iterdir()), RECORD])
-        (folder / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    with one_export_at_a_time(output):
+        check_destination(output)  # again: another export may have finished meanwhile
+        with atomic_folder(output) as folder:
+            if fmt == "ct2":
+                ct2.write(model, pieces, folder, quantization)
+            else:
+                hf.write(model, pieces, subword, folder, settings)
+            shutil.copyfile(subword, folder / SUBWORD)
+            record["files"] = sorted([*(path.name for path in folder.iterdir()), RECORD])
+            (folder / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return record
+
+
+@contextlib.contextmanager
+def one_export_at_a_time(output: Path):
+    """Two exports into one new folder would both find it absent and race on the final rename
+    (`Directory not empty`); an exclusive lock on the folder that holds it makes the second wait
+    and then replace the first's export, as a later run does. It is held on the parent folder
+    itself, so nothing is left behind; where its file system has no locks, nothing is held."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    parent = os.open(output.parent, os.O_RDONLY)
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(parent, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(parent)  # closing it releases the lock
 
 
 def torch_cpu():
