@@ -375,8 +375,9 @@ def part_runs(args) -> dict:
     """The parts and the extras by name, each a function of its deadline. The extras, most
     wanted first: the sync check of train.sync_free; base with #67's levers (real target rows
     only, residual + dropout + LayerNorm fused, attention through SDPA's math or memory-efficient
-    kernels) and the attention microbenchmark that says which backend; base with each layer
-    compiled on its own (#46's compile by region, its compile time in the warm-up's seconds);
+    kernels) and the attention microbenchmark that says which backend; Table 1's figure on the
+    device (complexity_gpu.py, #76); base with each layer compiled on its own (#46's compile
+    by region, its compile time in the warm-up's seconds);
     our step's profile; base's step at 512 tokens (what the host costs); the naive trainer; the
     naive decoder with the decoder's profile; big's naive trainer and profile. Retired, their
     figures in docs/benchmarks.md: ZeRO 2, bf16 autocast, the whole model and the decoder step
@@ -384,6 +385,7 @@ def part_runs(args) -> dict:
     sync_size = ["--preset", "tiny", "--tokens", 600, "--vocab", 500] if args.smoke else []
     smoke_attention = ["--tokens", 256, "--length", 16, "--steps", 1, "--repeats", 1]
     attention_size = smoke_attention if args.smoke else []
+    complexity_size = ["--lengths", 8, 16, "--d", 16, "--repeats", 1] if args.smoke else []
     return {
         "device": lambda deadline: run_capped(python("gpu_suite.py", "measure-device", "--out",
             args.out / "device.json", *(["--smoke"] if args.smoke else [])), deadline, args.out),
@@ -400,6 +402,8 @@ def part_runs(args) -> dict:
         "levers": lambda deadline: train_run(args, deadline, "base", LEVER_TRAINERS),
         "attention": lambda deadline: into_suite(args, deadline, "attention_speed.py",
                                                  attention_size),
+        "complexity": lambda deadline: into_suite(args, deadline, "complexity_gpu.py",
+                                                  complexity_size),
         "compiled_layers": lambda deadline: train_run(args, deadline, "base",
                                                       "ours_compiled_layers"),
         "train_profile": lambda deadline: train_run(args, deadline, "base", None, profile=True),
@@ -413,7 +417,7 @@ def part_runs(args) -> dict:
 
 EXTRAS = tuple(n for n in part_runs(argparse.Namespace(smoke=0, out=Path())) if n not in PARTS)
 # At smoke size (CI), the extras whose code paths no other part takes.
-SMOKE_EXTRAS = ("sync_check", "train_profile", "host_probe", "naive_trainer",
+SMOKE_EXTRAS = ("sync_check", "complexity", "train_profile", "host_probe", "naive_trainer",
                 "decode_profile")  # fmt: skip
 
 
@@ -598,6 +602,11 @@ def collect(args) -> None:
     suite = json.loads(found.read_text()) if found.exists() else {}
     if set(suite.get("parts", {})) - {"multi30k"}:  # what ran, how long each part took
         save({"bench": "gpu_suite", **suite}, "suite")
+    if "complexity_gpu" in suite:  # Table 1's figure on the device, drawn as the workflow's
+        from aiayn.complexity.report import cost_figure
+
+        cost_figure(suite["complexity_gpu"]).savefig(results / "complexity-gpu.png", dpi=150)
+        written.append(results / "complexity-gpu.png")
     for name, target in (("decode", "decode_profile"), ("train", "train_profile")):
         if (source / f"{name}.prof.txt").exists() and (source / f"{name}.prof.txt").stat().st_size:
             shutil.copyfile(source / f"{name}.prof.txt", results / f"{target}-gpu.txt")

@@ -115,6 +115,9 @@ def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
     check = report["sync_check"]  # sync_free's step against DeepSpeed's, an overflow injected
     assert check["passed"] and check["skipped_steps"] == [1, 1] and check["same_weights"]
     assert check["no_sync_inside_step"] == "not checked: CUDA only"  # the sync mode is CUDA's
+    table1 = report["complexity_gpu"]  # Table 1's figure on the device (#76), each layer type
+    assert table1["grid"]["lengths"] == [8, 16] and len(table1["layers"]) == 6
+    assert all(min(layer["seconds"]) > 0 for layer in table1["layers"].values())
     assert row["ours"]["precision"] == without_waits["precision"] == "bf16"
     # base also in fp16 (what a V100 gets), on a GPU only; every run of ours says its loss
     assert row["ours_fp16"] == "skipped: fp16 needs a CUDA GPU"
@@ -143,6 +146,7 @@ def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
         assert result.returncode == 0, result.stderr[-3000:]
     results = checkout / "bench" / "results"
     assert sorted(path.name for path in results.iterdir()) == [
+        "complexity-gpu.png",
         "decode_profile-gpu.txt",
         "decode_proxy-gpu.json",
         "decode_speed-gpu.json",
