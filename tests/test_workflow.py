@@ -315,14 +315,17 @@ def test_multi30k_preset_with_its_root_pointed_at_local_copies(project_copy):
 
 
 def test_parameter_table_and_the_snakemake_report(project_copy):
-    run_snakemake(project_copy, "results/toy/tables/params.md")
+    """The parameter table, and `snakemake --report` over what was made; it needs every file
+    marked for the report that the plan holds, Table 1 too (rule complexity, seconds)."""
+    run_snakemake(project_copy, "results/toy/tables/params.md", "results/toy/tables/table1.md")
     markdown = (project_copy / "results/toy/tables/params.md").read_text()
     assert "| base | 6 | 512 |" in markdown and "nan" not in markdown
     assert "paper: Table 3 of Vaswani et al. 2017" in markdown
     assert "params at" not in markdown  # no experiment here: no trained vocabulary to count at
     assert (project_copy / "results/toy/tables/params.tex").read_text().startswith("\\begin{table}")
     run_snakemake(project_copy, "--report", "report.html")
-    assert "params.md" in (project_copy / "report.html").read_text(errors="replace")
+    report = (project_copy / "report.html").read_text(errors="replace")
+    assert "params.md" in report and "table1.md" in report
 
 
 TREE = "( (S (NP-SBJ (NNP Ms.) (NNP Haag) ) (VP (VBZ plays) (NP (NNP Elianti) )) (. .) ))\n"

@@ -292,12 +292,15 @@ def test_aiayn_export_gives_stock_ctranslate2_and_transformers_our_translations(
                                    ("ct2 beam", ct2_beam, beam_fairseq)):  # fmt: skip
         differ = [(a, b) for a, b in zip(theirs, expected, strict=True) if a != b]
         assert len(differ) <= 2, (name, len(differ), differ[:3])
-    # long inputs (ten dev sentences each, 80+ tokens): a plain generate() decodes with the
-    # exported generation config (beam, alpha, fairseq's end rule, the limit) as ours does, and
-    # ends every output at its EOS (transformers' fallback limit cut at 20 tokens, EOS-less)
+    # long inputs (ten dev sentences each, 80+ tokens) and the 30 dev sentences of the longest
+    # sources (the toy model's longest outputs: it shortens what no training sentence was like):
+    # a plain generate() decodes with the exported generation config (beam, alpha, fairseq's end
+    # rule, the limit) as ours does, and ends every output at its EOS (transformers' fallback
+    # limit cut at 20 tokens, EOS-less)
     dev = (default_run / "data/toy/clean/dev.en-de.en").read_text().splitlines()
     long = [" ".join(dev[i : i + 10]) for i in range(0, 300, 10)]
     assert min(len(tokenizer(line)["input_ids"]) for line in long) >= 80
+    long += sorted(dev[:300], key=lambda line: len(tokenizer(line)["input_ids"]))[-30:]
     fairseq_long = aiayn(default_run, "translate", "-e", "tiny", "--finalize", "fairseq",
                          stdin="\n".join(long)).stdout.splitlines()  # fmt: skip
     generated = [marian.generate(**tokenizer([line], return_tensors="pt"))[0] for line in long]
@@ -307,7 +310,7 @@ def test_aiayn_export_gives_stock_ctranslate2_and_transformers_our_translations(
     assert sum(len(ids) > 21 for ids in generated) >= 3  # outputs the fallback would have cut
     plain = [tokenizer.decode(ids, skip_special_tokens=True).strip() for ids in generated]
     differ = [(a, b) for a, b in zip(plain, fairseq_long, strict=True) if a != b]
-    assert len(differ) <= 3, differ  # near-ties between two beam searches, as with CTranslate2
+    assert len(differ) <= 6, differ  # near-ties between two beam searches, as with CTranslate2
 
 
 def test_aiayn_translate_reads_stdin_keeps_empty_lines_and_takes_overrides(default_run):
