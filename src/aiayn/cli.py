@@ -410,7 +410,7 @@ def locate(args: argparse.Namespace) -> Located:
             "same --configfile)"
         )
     check_subword_model(subword_path, paths.subword_file("model", entry["dataset"]))
-    check_average_is_newest(root, entry["name"])
+    check_average_is_newest(root, model_path, root / paths.run_dir(entry["name"]))
     log.info("decode settings: %s", asdict(settings))
     return Located(model_path, subword_path, settings, entry, dataset)
 
@@ -436,25 +436,25 @@ def check_subword_model(path: Path, target: str) -> None:
         ) from None
 
 
-def check_average_is_newest(root: Path, experiment: str) -> None:
+def check_average_is_newest(root: Path, model: Path, run: Path) -> None:
     """The averaged model must postdate its run: weights or a train.json written after it mean
     training went on (a raised max_steps, a resumed run) or still runs, and the average is of
     older checkpoints. Snakemake averages again once training has ended (by the same times)."""
     from aiayn.config import paths
+    from aiayn.train.checkpoint import weights_files
 
-    model = root / paths.averaged_model(experiment)
-    run = root / paths.run_dir(experiment)
+    written = [run / paths.TRAIN_SUMMARY, *weights_files(run / "weights")]
     later = [
         path
-        for path in [run / paths.TRAIN_SUMMARY, *sorted((run / "weights").glob("step*"))]
+        for path in written
         if path.is_file() and path.stat().st_mtime_ns > model.stat().st_mtime_ns
     ]
     if later:
-        target = paths.averaged_model(experiment)
         raise InputError(
             f"{model} is older than its run's {later[-1].relative_to(root)}: training went on "
             f"after the average was made, or still runs. When training has ended, average "
-            f"again: `snakemake --cores all {target}` (and the same --configfile)"
+            f"again: `snakemake --cores all {model.relative_to(root)}` (and the same "
+            "--configfile)"
         )
 
 
