@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from aiayn.errors import InputError
-from aiayn.train.launch import launch_command
+from aiayn.train.launch import launch_command, trainer_environment
 
 
 def test_one_process_runs_the_trainer_directly():
@@ -26,3 +26,11 @@ def test_several_processes_on_one_machine_run_under_torchrun_standalone():
 def test_several_nodes_outside_slurm_are_refused_with_the_fix():
     with pytest.raises(InputError, match="needs a SLURM allocation of 2 nodes.*profiles/slurm"):
         launch_command("runs/x/experiment.json", 8, 2, env={})
+
+
+def test_a_launch_left_in_the_shell_is_left_out_of_the_trainers_environment():
+    shell = {"PATH": "/usr/bin", "WORLD_SIZE": "2", "RANK": "0", "MASTER_PORT": "29500",
+             "TORCHELASTIC_RUN_ID": "x", "SLURM_JOB_ID": "7"}  # fmt: skip
+    env, left_out = trainer_environment(shell, threads=3)
+    assert env == {"PATH": "/usr/bin", "SLURM_JOB_ID": "7", "OMP_NUM_THREADS": "3"}
+    assert left_out == ["MASTER_PORT=29500", "RANK=0", "TORCHELASTIC_RUN_ID=x", "WORLD_SIZE=2"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from aiayn.config import paths
 from aiayn.errors import InputError
 from aiayn.logs import run_stage
-from aiayn.train.launch import launch_command, stopped_message
+from aiayn.train.launch import launch_command, stopped_message, trainer_environment
 from aiayn.train.run_folder import RunFolder
 from aiayn.train.settings import Experiment
 from aiayn.train.trainer import STOP_SIGNALS
@@ -27,8 +27,15 @@ def main():
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(spec, indent=2))
     command = launch_command(str(path), snakemake.params.processes, snakemake.params.nodes)
-    env = {**os.environ, "OMP_NUM_THREADS": str(snakemake.threads)}
+    env, left_out = trainer_environment(os.environ, snakemake.threads)
     with open(snakemake.log[0], "a", encoding="utf-8") as log:
+        if left_out:
+            started = snakemake.params.processes * snakemake.params.nodes
+            log.write(
+                "left out of the trainer's environment, set by another launch: "
+                f"{' '.join(left_out)} (this rule starts {started} process(es) itself: the "
+                "experiment's `processes` and `nodes`)\n"
+            )
         log.write(f"$ {' '.join(command)}\n")
         log.flush()
         trainer = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -94,6 +95,9 @@ def init_process() -> tuple[int, int, torch.device]:
     import deepspeed
     from deepspeed.accelerator import get_accelerator
 
+    if get_accelerator().device_name() == "cpu":
+        skip_shared_memory_op_without_a_compiler(deepspeed)
+
     for attempt in range(PORT_ATTEMPTS):
         if not launched:
             os.environ["MASTER_PORT"] = str(free_port())
@@ -130,6 +134,21 @@ def clear_stale_build_locks() -> None:
                 log.warning("removed %s, left by a build killed %.0f s ago", lock, age)
         except FileNotFoundError:  # another process removed it first
             pass
+
+
+def skip_shared_memory_op_without_a_compiler(deepspeed) -> None:
+    """DeepSpeed builds its CPU shared-memory allreduce with torch's JIT build at every start
+    (the build is cached, but finding the compiler gone rebuilds it), so without a C++ compiler
+    every CPU training died in the build's traceback. Without one, the processes reduce through
+    gloo instead (a lone process reduces nothing either way), with a warning."""
+    compiler = os.environ.get("CXX") or "c++"
+    if shutil.which(compiler) is None:
+        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+        log.warning(
+            "no C++ compiler (%s not found): DeepSpeed's shared-memory allreduce is not built, "
+            "and the processes reduce through gloo (install g++ or point CXX at one for it)",
+            compiler,
+        )
 
 
 PRECISIONS = ("auto", "bf16", "bf16-autocast", "fp16", "fp32")

@@ -77,6 +77,36 @@ def launch_command(experiment_json: str, processes: int, nodes: int, env=None) -
     ]
 
 
+# What torchrun (torch.distributed.run) sets for the processes it starts: the rule starts its own
+# (one process, torchrun, or srun's torchruns), so any of these in the shell that runs the
+# workflow is left from another launch, and a lone trainer would wait for ranks that never come.
+LAUNCHER_VARIABLES = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_RANK",
+    "ROLE_NAME",
+    "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+)
+
+
+def trainer_environment(env, threads: int) -> tuple[dict[str, str], list[str]]:
+    """The environment the rule starts its trainer with, and the launcher variables it left out
+    of the shell's (`NAME=value` each, for the log): the rule's own launch sets them afresh."""
+
+    def from_a_launcher(name: str) -> bool:
+        return name in LAUNCHER_VARIABLES or name.startswith("TORCHELASTIC_")
+
+    left_out = [f"{name}={env[name]}" for name in sorted(env) if from_a_launcher(name)]
+    kept = {name: value for name, value in env.items() if not from_a_launcher(name)}
+    return {**kept, "OMP_NUM_THREADS": str(threads)}, left_out
+
+
 def stopped_message(name: str, returncode: int, newest, log_file: str) -> str:
     """What the train job says when a signal stopped its trainer: the checkpoint a rerun resumes
     from, or that none was written (a trainer killed while it started, or while it waited for
