@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 
+from aiayn.errors import InputError
 from aiayn.train.curves import WANDB_RUN_FILE, Curves, scalars, tag
 from aiayn.train.early_stopping import EarlyStopping
 
@@ -71,6 +74,60 @@ def test_wandb_offline_resumes_the_same_run(tmp_path):
     resumed.close()
     offline = sorted(path.name for path in (tmp_path / "wandb").glob("offline-run-*"))
     assert len(offline) == 2 and all(f"-{run_id}" in name for name in offline)
+
+
+def test_a_damaged_wandb_run_id_is_named_and_deleting_it_starts_a_new_run(tmp_path):
+    pytest.importorskip("wandb", reason="pip install -e '.[wandb]'")
+    (tmp_path / WANDB_RUN_FILE).write_text('{"id": "3f2a')  # cut short: a full disk, a kill
+    offline = {"mode": "offline", "project": "test"}
+    with pytest.raises(InputError, match=f"{WANDB_RUN_FILE} does not hold the W&B run id"):
+        Curves(tmp_path, resumed_at=None, wandb=offline, tensorboard=False)
+    (tmp_path / WANDB_RUN_FILE).unlink()  # the way out the message gives
+    curves = Curves(tmp_path, resumed_at=None, wandb=offline, tensorboard=False)
+    assert curves.wandb.id == json.loads((tmp_path / WANDB_RUN_FILE).read_text())["id"]
+    curves.close()
+
+
+def test_wandb_online_without_a_login_is_told_to_log_offline(tmp_path, monkeypatch):
+    """It was W&B's traceback (after about 100 s without a network)."""
+    pytest.importorskip("wandb", reason="pip install -e '.[wandb]'")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc login
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
+    with pytest.raises(InputError, match="W&B could not start the run's online curves") as told:
+        Curves(tmp_path, resumed_at=None, wandb={"mode": "online"}, tensorboard=False)
+    assert "set train.wandb: offline (`wandb sync` uploads them later)" in str(told.value)
+
+
+def test_a_file_where_tensorboards_folder_goes_is_refused_before_training(tmp_path):
+    (tmp_path / "tensorboard").write_text("notes")
+    with pytest.raises(InputError, match="is a file, not TensorBoard's folder: move it away, or"):
+        Curves(tmp_path, resumed_at=None)
+    assert (tmp_path / "tensorboard").read_text() == "notes"
+
+
+def test_curves_that_cannot_be_written_mid_run_stop_with_a_warning_and_training_goes_on(tmp_path):
+    """A full disk mid-run (RLIMIT_FSIZE: a write past it fails as on a full disk) killed
+    training with TensorBoard's traceback, losing the steps since the checkpoint (#77)."""
+    script = (
+        "import logging, resource, sys\n"
+        "from pathlib import Path\n"
+        "from aiayn.train.curves import Curves\n"
+        "logging.basicConfig()\n"
+        "curves = Curves(Path(sys.argv[1]), resumed_at=None)\n"
+        "curves.write({'step': 1, 'loss': 1.0})\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (1, 1))  # every file is past it now\n"
+        "for step in range(2, 200):\n"
+        "    curves.write({'step': step, 'loss': 1.0 / step, 'lr': 0.1})\n"
+        "curves.close()\n"
+        "print('trained on')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == "trained on\n" and "Traceback" not in result.stderr
+    assert "TensorBoard's curves in" in result.stderr and "training goes on" in result.stderr
+    assert result.stderr.count("could not be written") == 1
 
 
 def test_patience_resumed_from_its_state_stops_where_an_unbroken_run_stops():

@@ -12,9 +12,16 @@ at once, so a `kill -9` loses nothing logged.
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
+import threading
 import uuid
 from pathlib import Path
+
+from aiayn.errors import InputError
+
+log = logging.getLogger(__name__)
 
 WANDB_RUN_FILE = "wandb_run.json"  # the W&B run id kept in the run folder, for resuming
 TENSORBOARD = "tensorboard"  # runs/{experiment}/tensorboard/: `tensorboard --logdir runs`
@@ -48,25 +55,93 @@ class Curves:
         from torch.utils.tensorboard import SummaryWriter
 
         purge = None if resumed_at is None else resumed_at + 1
+        self.folder = folder
         self.writer = None
         if tensorboard:
+            check_writable_folder(folder / TENSORBOARD)
+            report_writer_failures_once()
             self.writer = SummaryWriter(log_dir=str(folder / TENSORBOARD), purge_step=purge)
         self.wandb = wandb_run(folder, wandb) if wandb else None
 
     def write(self, record: dict) -> None:
+        """A write that fails mid-run (a full disk) stops that writer, with a warning, and
+        training goes on: train.jsonl holds every line, and the next checkpoint says whether
+        the disk has room for the run itself."""
         values = scalars(record)
         if self.writer is not None:
-            for name, value in values.items():
-                self.writer.add_scalar(name, value, record["step"])
-            self.writer.flush()
+            try:
+                for name, value in values.items():
+                    self.writer.add_scalar(name, value, record["step"])
+                self.writer.flush()
+            except OSError as err:
+                self.writer = None
+                log.warning(
+                    "TensorBoard's curves in %s could not be written at step %d (%s): they stop "
+                    "there, and training goes on (train.jsonl holds every logged step)",
+                    self.folder / TENSORBOARD,
+                    record["step"],
+                    err,
+                )
         if self.wandb is not None:
             self.wandb.log(values, step=record["step"])
 
     def close(self) -> None:
         if self.writer is not None:
-            self.writer.close()
+            try:
+                self.writer.close()
+            except OSError as err:
+                log.warning("TensorBoard's last curves in %s were lost (%s)", self.folder, err)
         if self.wandb is not None:
             self.wandb.finish()
+
+
+def report_writer_failures_once() -> None:
+    """TensorBoard writes from its own thread, which raises a failed write again on the next
+    call (where write() reports it) after printing it as an uncaught thread error: that second
+    report, a traceback in the training log, is left out."""
+    previous = threading.excepthook
+    if getattr(previous, "aiayn_curves", False):
+        return
+
+    def hook(args):
+        if type(args.thread).__name__ != "_AsyncWriterThread":
+            previous(args)
+
+    hook.aiayn_curves = True
+    threading.excepthook = hook
+
+
+# How to train without a writer that cannot write
+TURN_OFF = "or train without them: train.tensorboard: false (train.jsonl keeps every line)"
+
+
+def check_writable_folder(folder: Path) -> None:
+    """TensorBoard's folder must be one this process can write in, found before the first
+    step (its writer raised a traceback from its own thread)."""
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{folder} is a file, not TensorBoard's folder: move it away, {TURN_OFF}")
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(
+            f"TensorBoard's curves go to {folder}, and {existing} cannot be written by this "
+            f"user: make it writable (chmod u+w {existing}), {TURN_OFF}"
+        )
+
+
+def wandb_run_id(id_file: Path) -> str:
+    """The W&B run id kept in the run folder, a new one for a run without it."""
+    if not id_file.exists():
+        run_id = uuid.uuid4().hex[:12]
+        id_file.write_text(json.dumps({"id": run_id}) + "\n")
+        return run_id
+    try:
+        return str(json.loads(id_file.read_text())["id"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise InputError(
+            f"{id_file} does not hold the W&B run id this run logs to ({type(err).__name__}: "
+            f"{err}; damaged?): delete it, and the run logs to a new W&B run from here (what "
+            "the old one holds stays in its wandb/ folder)"
+        ) from None
 
 
 def wandb_run(folder: Path, settings: dict):
@@ -74,18 +149,24 @@ def wandb_run(folder: Path, settings: dict):
     default: `wandb sync` uploads it later)."""
     import wandb
 
-    id_file = folder / WANDB_RUN_FILE
-    run_id = json.loads(id_file.read_text())["id"] if id_file.exists() else uuid.uuid4().hex[:12]
-    if not id_file.exists():
-        id_file.write_text(json.dumps({"id": run_id}) + "\n")
-    return wandb.init(
-        project=settings.get("project", "aiayn"),
-        name=settings.get("name", folder.name),
-        id=run_id,
-        resume="allow",
-        mode=settings.get("mode", "offline"),
-        dir=str(folder),
-    )
+    mode = settings.get("mode", "offline")
+    try:
+        return wandb.init(
+            project=settings.get("project", "aiayn"),
+            name=settings.get("name", folder.name),
+            id=wandb_run_id(folder / WANDB_RUN_FILE),
+            resume="allow",
+            mode=mode,
+            dir=str(folder),
+        )
+    except InputError:
+        raise
+    except Exception as err:  # wandb's own errors: no network, no login, a server refusing
+        raise InputError(
+            f"W&B could not start the run's {mode} curves ({type(err).__name__}: {err}): "
+            "without a network or a `wandb login`, set train.wandb: offline (`wandb sync` "
+            "uploads them later) or train.wandb: off"
+        ) from None
 
 
 def curves_of(run_dir: Path, rank: int, resumed_at: int | None, settings) -> Curves | NoCurves:
