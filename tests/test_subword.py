@@ -122,9 +122,11 @@ def test_a_damaged_model_is_named_as_damaged_by_binarize_and_translate(tmp_path,
     model_path.write_bytes(model_path.read_bytes()[: model_path.stat().st_size // 2])
     text = tmp_path / "in.en"
     text.write_text("a line\n", encoding="utf-8")
-    damaged = "bpe.model: not a readable sentencepiece model"
+    damaged = "bpe.model is not a readable sentencepiece model"
     with pytest.raises(InputError, match=damaged) as refused:
         binarize_file(load(model_path), str(text), str(tmp_path / "x"))
-    assert "Delete it and rerun the workflow (rule subword trains it again" in str(refused.value)
+    assert f"`snakemake --cores all --forcerun subword {model_path}` trains it again" in str(
+        refused.value
+    )
     with pytest.raises(InputError, match=damaged):
         translate_lines(weights, model_path, ["a line"], DecodeSettings(), device="cpu")

@@ -370,7 +370,7 @@ def test_weights_holding_nan_or_inf_are_refused_where_they_are_read(tmp_path, ba
     model = Transformer(
         TransformerConfig(vocab_size=20, n_layers=1, d_model=16, d_ff=32, n_heads=2, dropout=0.0)
     )
-    good, broken = tmp_path / "good.safetensors", tmp_path / "broken.safetensors"
+    good, broken = tmp_path / "good.safetensors", tmp_path / "averaged.safetensors"
     state = model.state_dict()
     save_weights(good, weights_payload(state) | {"model_config": vars(model.config)})
     state = {name: tensor.clone() for name, tensor in state.items()}
@@ -384,19 +384,29 @@ def test_weights_holding_nan_or_inf_are_refused_where_they_are_read(tmp_path, ba
     ):
         with pytest.raises(InputError, match=message) as refused:
             read()
-        assert "delete it and rerun the workflow" in str(refused.value)
+        assert f"delete it, then `snakemake --cores all --forcerun average {broken}`" in str(
+            refused.value
+        )
         assert "retrain with a lower `train.lr_scale`" in str(refused.value)
     assert average_weights([good, good])["averaged_from"] == [str(good), str(good)]
 
 
 def test_an_unreadable_weights_file_is_told_how_it_comes_back(tmp_path):
-    damaged = tmp_path / "step00000010.safetensors"
+    """The way out is a command (a plain rerun planned nothing, #77); the workflow test
+    test_a_deleted_file_of_a_trained_run_comes_back_by_the_command_named follows it."""
+    damaged = tmp_path / "runs/x/weights/step00000010.safetensors"
+    damaged.parent.mkdir(parents=True)
     damaged.write_bytes(b"\x00" * 64)
     with pytest.raises(InputError, match="not a readable weights file") as refused:
         load_weights(damaged)
-    assert "Delete it and rerun the workflow: a run folder's weights file is written again" in (
-        str(refused.value)
-    )
+    assert (
+        f"Delete it, then `snakemake --cores all --forcerun train {tmp_path}/runs/x/train.json` "
+        "writes it again from the newest checkpoint"
+    ) in str(refused.value)
+    averaged = tmp_path / "runs/x/averaged.safetensors"
+    averaged.write_bytes(b"\x00" * 64)
+    with pytest.raises(InputError, match=f"--forcerun average {averaged}` averages"):
+        load_weights(averaged)
 
 
 def test_a_signals_weights_are_never_averaged_and_go_once_a_scheduled_one_follows(tmp_path):

@@ -382,6 +382,7 @@ def locate(args: argparse.Namespace) -> Located:
     from aiayn.config.experiments import resolve_evaluation
     from aiayn.config.load import load_config
     from aiayn.config.plan import Plan
+    from aiayn.prepare.pieces import load as load_subword
 
     root = args.workdir
     config = load_config(root, [root / path for path in args.configfile])
@@ -409,31 +410,10 @@ def locate(args: argparse.Namespace) -> Located:
             f"first with `snakemake --cores all {paths.averaged_model(entry['name'])}` (and the "
             "same --configfile)"
         )
-    check_subword_model(subword_path, paths.subword_file("model", entry["dataset"]))
+    load_subword(subword_path, paths.subword_file("model", entry["dataset"]))  # its own check
     check_average_is_newest(root, model_path, root / paths.run_dir(entry["name"]))
     log.info("decode settings: %s", asdict(settings))
     return Located(model_path, subword_path, settings, entry, dataset)
-
-
-def check_subword_model(path: Path, target: str) -> None:
-    """A BPE model deleted or damaged after training: Snakemake, its later outputs all there,
-    plans nothing for it, so the way out forces its rule on that one file. The same data and
-    settings train the same model (the weights carry its digest and check it), and Snakemake,
-    finding the same bytes, reruns nothing after it."""
-    import sentencepiece as spm
-
-    way_out = (
-        f"`snakemake --cores all --forcerun subword {target}` trains it again from the same "
-        "data and settings (and the same --configfile)"
-    )
-    if not path.is_file():
-        raise InputError(f"the BPE model {path} is gone: {way_out}")
-    try:
-        spm.SentencePieceProcessor(model_file=str(path))
-    except (OSError, RuntimeError) as err:
-        raise InputError(
-            f"{path} is not a readable sentencepiece model ({err}): {way_out}"
-        ) from None
 
 
 def check_average_is_newest(root: Path, model: Path, run: Path) -> None:

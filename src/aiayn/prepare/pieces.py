@@ -14,17 +14,31 @@ import sentencepiece as spm
 from aiayn.errors import InputError
 
 
-def load(model_path: str | os.PathLike) -> spm.SentencePieceProcessor:
+def load(model_path: str | os.PathLike, target: str | None = None) -> spm.SentencePieceProcessor:
     """The model; a missing or damaged file is named as such (decoding's own check of the
-    weights would call it a BPE model rebuilt since training)."""
-    if not os.path.exists(model_path):
-        raise InputError(
-            f"{model_path}: no sentencepiece model there (run the subword stage first)"
-        )
+    weights would call it a BPE model rebuilt since training), with the command that trains
+    it again. `target`: the model as the workflow names it, where `model_path` is not that."""
+    way_out = (
+        f"`snakemake --cores all --forcerun subword {target or workflow_target(model_path)}` "
+        "trains it again from the same data and settings (and the same --configfile)"
+    )
+    if not os.path.isfile(model_path):
+        raise InputError(f"the BPE model {model_path} is gone: {way_out}")
     try:
         return spm.SentencePieceProcessor(model_file=str(model_path))
     except (OSError, RuntimeError) as err:
         raise InputError(
-            f"{model_path}: not a readable sentencepiece model ({err}): damaged? Delete it and "
-            "rerun the workflow (rule subword trains it again; what was cut with it reruns)"
+            f"{model_path} is not a readable sentencepiece model ({err}): {way_out}"
         ) from None
+
+
+def workflow_target(path: str | os.PathLike) -> str:
+    """The path as a Snakemake target: relative to the working directory when inside it.
+
+    A plain rerun plans nothing for a model deleted after training (every later output is
+    there), and the message that said to rerun sent the user round in a loop (#77): the way
+    out forces the subword rule on that file. The same data and settings train the same model
+    (the weights carry its digest and check it), and Snakemake, finding the same bytes,
+    reruns nothing after it."""
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative

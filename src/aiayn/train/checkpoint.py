@@ -183,18 +183,34 @@ def load_weights(path: str | Path) -> dict:
         else:
             payload = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError, SafetensorError) as err:
-        raise InputError(f"{path}: not a readable weights file ({err}). {REWRITE}") from None
+        raise InputError(
+            f"{path}: not a readable weights file ({err}). {rewrite_advice(path)}"
+        ) from None
     if not isinstance(payload, dict) or not {"state_dict", "model_config"} <= set(payload):
         raise InputError(f"{path}: not an aiayn weights file (no state_dict/model_config)")
     check_finite(payload["state_dict"], path)
     return payload
 
 
-# The way out for a damaged weights file: the workflow writes it again
-REWRITE = (
-    "Delete it and rerun the workflow: a run folder's weights file is written again from its "
-    "checkpoint, averaged.safetensors by rule average"
-)
+def rewrite_advice(path: Path) -> str:
+    """The way out for a lost or damaged weights file of a run folder, as a command that works
+    when followed literally: a plain rerun of the workflow found train.json up to date and
+    planned nothing, so the message that said so sent the user round in a loop (#77)."""
+    path = Path(path)
+    if path.name == "averaged.safetensors":
+        return (
+            f"Delete it, then `snakemake --cores all --forcerun average {path}` averages its "
+            "run's checkpoints again"
+        )
+    if path.parent.name == "weights":
+        run = path.parent.parent
+        return (
+            f"Delete it, then `snakemake --cores all --forcerun train {run}/train.json` writes "
+            "it again from the newest checkpoint when it is that checkpoint's; an older one's "
+            "training state is gone, and the run's average is then of the files left (train.json "
+            f"and the tables say how many), or of all again after retraining ({run} moved away)"
+        )
+    return "It is not a file the workflow wrote: give the weights file the run folder holds"
 
 
 def check_finite(state_dict: dict, path) -> None:
@@ -203,9 +219,10 @@ def check_finite(state_dict: dict, path) -> None:
     for name, tensor in state_dict.items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             bad = int((~torch.isfinite(tensor)).sum())
+            advice = rewrite_advice(path)
             raise InputError(
                 f"{path}: {name} holds {bad} of {tensor.numel()} values that are NaN or "
-                f"infinite. If the file was damaged: {REWRITE[0].lower()}{REWRITE[1:]}. If "
+                f"infinite. If the file was damaged: {advice[0].lower()}{advice[1:]}. If "
                 "training wrote it so (a diverged run: see the loss in its train.jsonl), "
                 "average other checkpoints or retrain with a lower `train.lr_scale`"
             )
