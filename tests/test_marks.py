@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from aiayn.report.marks import FEW_SEEDS, ONE_AGAINST_SEVERAL, ONE_RUN, Family, family_level
+from aiayn.report.marks import (
+    FEW_SEEDS,
+    IDENTICAL,
+    ONE_AGAINST_SEVERAL,
+    ONE_RUN,
+    UNMARKED_NOTES,
+    Family,
+    family_level,
+)
 from aiayn.score.seed_stats import PAIRED_BOOTSTRAP, STUDENT, WELCH
 
 
@@ -44,6 +52,17 @@ def test_a_test_that_says_nothing_of_settings_marks_nothing(test, seeds, reason)
     assert family.adjusted() == {"row": 0.001}  # its p is still adjusted and shown
     assert family.marked() == set() and family.why_unmarked("row") == reason
     assert len(family.notes()) == 1 and "{mark}" not in family.notes()[0]
+
+
+def test_seeds_identical_to_the_baselines_are_footnoted_so_not_as_one_run():
+    """Three seeds each whose translations were all the baseline's read "One run per
+    experiment" (#77): against_baseline's record of identical outputs names no method."""
+    family = Family(0.05)
+    family.add("row", {"p_value": 1.0, "difference": 0.0, "identical": True}, 3)
+    assert family.marked() == set() and family.why_unmarked("row") == IDENTICAL
+    assert family.notes() == [UNMARKED_NOTES[IDENTICAL]]
+    assert family.notes()[0].startswith("Translations identical to the baseline's on every seed")
+    assert "One run per experiment" not in family.notes()[0]
 
 
 @pytest.mark.parametrize("seeds", [3, 5])

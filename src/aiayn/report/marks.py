@@ -33,6 +33,7 @@ WELCH = "welch"
 ONE_RUN = "one run each"
 FEW_SEEDS = "too few seeds"
 ONE_AGAINST_SEVERAL = "one seed against several"
+IDENTICAL = "identical outputs"
 UNMARKED_NOTES = {
     ONE_RUN: "One run per experiment: no row is marked; the csv's p (sacreBLEU's paired "
     "bootstrap) compares two trained models, not two settings.",
@@ -40,11 +41,17 @@ UNMARKED_NOTES = {
     "difference, so no mark is no evidence of no difference.",
     ONE_AGAINST_SEVERAL: "One seed against several: not marked (the pooled test assumes equal "
     "spreads over seeds).",
+    IDENTICAL: "Translations identical to the baseline's on every seed: nothing differs, so "
+    "nothing is tested (p 1 in the csv).",
 }
 
 
 def kind_of(test: dict) -> str:
-    """`welch`, or why the test cannot mark: one run each, or one seed against several."""
+    """`welch`, or why the test cannot mark: identical outputs (whatever the seeds: the table
+    said "One run per experiment" of three seeds each, #77), one run each, or one seed against
+    several."""
+    if test.get("identical"):
+        return IDENTICAL
     method = test.get("method") or ""
     if method.startswith("Welch"):
         return WELCH
