@@ -6,6 +6,7 @@ minutes), or give a study with `--configfile configs/<preset>.yaml`. The README 
 command; each study's results go to results/<study>/.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +20,12 @@ min_version("9.0")
 # clone: the rules version the package's source files for their rerun triggers.
 CHECKOUT = Path(workflow.current_basedir.get_path_or_uri(secret_free=True))
 sys.path.insert(0, str(CHECKOUT / "src"))
+# ... and its jobs: Snakemake's scripts, and the trainers they start, import this checkout's
+# package before an installed one (an editable install of another clone ran that clone's code
+# under this one's versions)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(CHECKOUT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
+)
 from aiayn.config.load import plain_errors, prepared_config
 from aiayn.config.study import Passed
 
