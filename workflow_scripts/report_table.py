@@ -26,21 +26,21 @@ def results():
     )
 
 
-def table2():
-    """Table 2 and its detail, marked by one family of comparisons built once for both."""
-    found = results()
-    comparisons = tables.family(found, tables.table2_keys, snakemake.params.significance)
-    detail = tables.table2(found, comparisons=comparisons)
-    caption = tables.caption(tables.TABLE2_CAPTION, found)
-    return layout.table2(found, study=study(), comparisons=comparisons), detail, caption
+# Tables 2 and 3: the rows each compares, its detail, caption and layout
+TRANSLATION_TABLES = {
+    "table2": (tables.table2_keys, tables.table2, tables.TABLE2_CAPTION, layout.table2),
+    "table3": (tables.table3_keys, tables.table3, tables.TABLE3_CAPTION, layout.table3),
+}
 
 
-def table3():
+def translation_table(name: str):
+    """Table 2 or 3 and its detail, marked by one family of comparisons built once for both."""
+    keys, detail_of, caption, shown_of = TRANSLATION_TABLES[name]
     found = results()
-    comparisons = tables.family(found, tables.table3_keys, snakemake.params.significance)
-    detail = tables.table3(found, comparisons=comparisons)
-    caption = tables.caption(tables.TABLE3_CAPTION, found)
-    return layout.table3(found, study=study(), comparisons=comparisons), detail, caption
+    comparisons = tables.family(found, keys, snakemake.params.significance)
+    detail = detail_of(found, comparisons=comparisons)
+    shown = shown_of(found, study=study(), comparisons=comparisons)
+    return shown, detail, tables.caption(caption, found)
 
 
 def table4():
@@ -61,8 +61,10 @@ def table4():
 
 def main():
     name = snakemake.wildcards.table
-    build = {"params": params, "table2": table2, "table3": table3, "table4": table4}[name]
-    shown, detail, caption = build()
+    if name in TRANSLATION_TABLES:
+        shown, detail, caption = translation_table(name)
+    else:
+        shown, detail, caption = {"params": params, "table4": table4}[name]()
     output = snakemake.output
     files = {"markdown": output.markdown, "latex": output.latex, "csv": output.csv}
     write_tables(shown, detail, caption, {**files, "detail": output.detail})
