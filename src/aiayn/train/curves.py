@@ -2,11 +2,12 @@
 (torch.utils.tensorboard's writer, one folder per experiment) and, when asked, to Weights &
 Biases, at the same step with the same values.
 
-A resumed run first hides what was logged after its checkpoint (TensorBoard's purge_step; W&B
-resumes the same run id and rewinds nothing offline, so it keeps the first attempt's values for
-those steps and ignores the repeats), as train.jsonl drops its lines after the checkpoint: no
-step appears twice. Writes happen at log lines, where the losses are read anyway, and are flushed
-at once, so a `kill -9` loses nothing logged.
+A resumed run first hides what TensorBoard was given after its checkpoint (its purge_step), as
+train.jsonl drops its lines after the checkpoint: no step appears twice. TensorBoard's writes
+happen at log lines, where the losses are read anyway, and are flushed at once, so a `kill -9`
+loses nothing logged there. W&B resumes the same run id; it writes its offline record from a
+process of its own, and a `kill -9` loses what that process had not written yet (#77, open:
+docs/training.md).
 """
 
 from __future__ import annotations
