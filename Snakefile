@@ -23,8 +23,10 @@ sys.path.insert(0, str(CHECKOUT / "src"))
 # ... and its jobs: Snakemake's scripts, and the trainers they start, import this checkout's
 # package before an installed one (an editable install of another clone ran that clone's code
 # under this one's versions)
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(CHECKOUT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
+os.environ.update(
+    PYTHONPATH=os.pathsep.join(
+        filter(None, [str(CHECKOUT / "src"), os.getenv("PYTHONPATH")])
+    )
 )
 from aiayn.config.load import plain_errors, prepared_config
 from aiayn.config.study import Passed
