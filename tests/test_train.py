@@ -393,7 +393,7 @@ def test_weights_holding_nan_or_inf_are_refused_where_they_are_read(tmp_path, ba
 
 def test_an_unreadable_weights_file_is_told_how_it_comes_back(tmp_path):
     """The way out is a command (a plain rerun planned nothing, #77); the workflow test
-    test_a_deleted_file_of_a_trained_run_comes_back_by_the_command_named follows it."""
+    test_a_damaged_weights_file_comes_back_by_the_command_its_error_names follows it."""
     damaged = tmp_path / "runs/x/weights/step00000010.safetensors"
     damaged.parent.mkdir(parents=True)
     damaged.write_bytes(b"\x00" * 64)
