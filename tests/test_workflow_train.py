@@ -440,6 +440,12 @@ LEFT_LAUNCH = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR":
                "MASTER_PORT": "29411", "CXX": "/nonexistent/g++"}  # fmt: skip
 
 
+def run_as_named(root: Path, command: str) -> None:
+    """Run a `snakemake ...` command a message names, word for word, as its reader would."""
+    subprocess.run([sys.executable, "-m", *command.split()], cwd=root, check=True,
+                   capture_output=True)  # fmt: skip
+
+
 def test_a_bigger_budget_resumes_training_and_leaves_the_data_alone(quick_run, tmp_path):
     """Also: between the longer training and its new average, `aiayn` refuses the older
     averaged model (it exported it with rc 0, #77), and the command it names averages again.
@@ -452,8 +458,7 @@ def test_a_bigger_budget_resumes_training_and_leaves_the_data_alone(quick_run, t
     assert refused.returncode == 1 and refused.stdout == ""
     assert "is older than its run's runs/quick/weights/step00000040" in refused.stderr
     way_out = re.search(r"average again: `(snakemake [^`]+)`", refused.stderr).group(1)
-    subprocess.run([sys.executable, "-m", *way_out.split()], cwd=quick_run, check=True,
-                   capture_output=True)  # fmt: skip
+    run_as_named(quick_run, way_out)
     assert aiayn(quick_run, "translate", "-e", "quick", stdin="the dog\n").returncode == 0
     run_snakemake(quick_run)
     assert mtimes(quick_run, "data/**/*") == data_before
@@ -710,8 +715,7 @@ def test_a_deleted_bpe_model_is_trained_again_by_the_command_aiayn_names(quick_r
     refused = aiayn(quick_run, "translate", "-e", "quick", stdin="the dog sees a cat\n")
     assert refused.returncode == 1 and "bpe.model is gone: `snakemake" in refused.stderr
     way_out = re.search(r"`(snakemake [^`]+)`", refused.stderr).group(1)
-    subprocess.run([sys.executable, "-m", *way_out.split()], cwd=quick_run, check=True,
-                   capture_output=True)  # fmt: skip
+    run_as_named(quick_run, way_out)
     assert bpe.read_bytes() == before
     assert aiayn(quick_run, "translate", "-e", "quick", stdin="the dog\n").returncode == 0
     planned = run_snakemake(quick_run, "-n")
@@ -738,8 +742,7 @@ def test_a_damaged_weights_file_comes_back_by_the_command_its_error_names(quick_
     assert f"{summary['average_weights'][-1]}: not a readable weights file" in told
     way_out = re.search(r"Delete it, then `(snakemake [^`]+)`", told).group(1)
     newest.unlink()
-    subprocess.run([sys.executable, "-m", *way_out.split()], cwd=quick_run, check=True,
-                   capture_output=True)  # fmt: skip
+    run_as_named(quick_run, way_out)
     again = load_weights(newest)  # safetensors orders its metadata anew at each write
     assert {k: v for k, v in again.items() if k != "state_dict"} == {
         k: v for k, v in before.items() if k != "state_dict"
