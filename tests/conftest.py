@@ -3,6 +3,7 @@ one-node SLURM cluster of tests/slurm/."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -268,3 +269,21 @@ def quick_experiment(root: Path, name: str = "quick", processes: int = 1, **trai
         "train": settings,
     }
     edit_config(root, lambda config: config.update(experiments={name: experiment}))
+
+
+def wandb_history(run_dir: Path) -> list[dict]:
+    """Every history row of a run's W&B records, the records in the order they were written
+    (their folders are named by start time), as W&B's own reader prints them."""
+    rows = []
+    for record in sorted((run_dir / "wandb").glob("*run-*/run-*.wandb")):
+        printed = subprocess.run(
+            [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(record)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for line in printed.splitlines():
+            entry = json.loads(line)
+            if entry["type"] == "history":
+                rows.append(entry["history"]["item"])
+    return rows

@@ -6,14 +6,27 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 
 from aiayn.errors import InputError
 from aiayn.train.curves import WANDB_RUN_FILE, Curves, scalars, tag
 from aiayn.train.early_stopping import EarlyStopping
+from tests.conftest import wandb_history
+
+
+@pytest.fixture(autouse=True)
+def no_wandb_writer_left_behind():
+    """wandb.init gives the processes this one starts its writer (WANDB_SERVICE in the
+    environment): taken back after each test, so that a later attempt or trainer this process
+    starts has a writer of its own, which dies with it as a trainer's does."""
+    yield
+    os.environ.pop("WANDB_SERVICE", None)
 
 
 def window(step: int, attempt: int) -> dict:
@@ -74,6 +87,88 @@ def test_wandb_offline_resumes_the_same_run(tmp_path):
     resumed.close()
     offline = sorted(path.name for path in (tmp_path / "wandb").glob("offline-run-*"))
     assert len(offline) == 2 and all(f"-{run_id}" in name for name in offline)
+
+
+ATTEMPT = """
+import sys, time, types
+from pathlib import Path
+from aiayn.train.record import TrainLog
+folder, resumed_at, last, killed = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+log = TrainLog(folder / "train.jsonl", 0, lambda values: values)
+log.forget_after(resumed_at)
+settings = types.SimpleNamespace(wandb="offline", wandb_project="test", tensorboard=False)
+log.open_curves(resumed_at, settings)
+for step in range(resumed_at + 1, last + 1):
+    log.append({"step": step, "loss": 1000.0 / step, "lr": step * 1e-6})
+    if step % 100 == 0:
+        log.append({"step": step, "dev_bleu": step / 100})
+if killed == "killed":
+    print("logged", flush=True)
+    time.sleep(600)
+log.curves.close()
+"""
+
+
+def attempt(folder, resumed_at: int, last: int, killed: bool) -> None:
+    """A training attempt's logging, from its checkpoint's step to `last`: `kill -9`ed two
+    seconds after its last line (W&B's writer by then idle), or closed as a finished run is."""
+    command = [sys.executable, "-c", ATTEMPT, str(folder), str(resumed_at), str(last)]
+    process = subprocess.Popen([*command, "killed" if killed else "closed"],
+                               stdout=subprocess.PIPE, text=True)  # fmt: skip
+    if killed:
+        assert process.stdout.readline() == "logged\n"
+        time.sleep(2)
+        process.kill()
+    assert process.wait(timeout=300) == (-9 if killed else 0)
+
+
+def test_wandb_holds_each_logged_step_once_across_kills(tmp_path):
+    """W&B's writer writes in blocks, and a kill loses the rest: attempt 1 (2000 steps) is
+    killed with its record ending past the checkpoint at step 1000 the rerun resumes from,
+    attempt 2 with its record ending before its checkpoint at 2500. Read back in order with
+    W&B's own reader, the records hold each step of train.jsonl once, with its values: attempt
+    2 logs only steps after what attempt 1's record holds, attempt 3 first logs the steps up to
+    its checkpoint that no record holds (they were missing, #77)."""
+    pytest.importorskip("wandb", reason="pip install -e '.[wandb]'")
+    from aiayn.train.curves import last_step_in_wandb
+
+    attempt(tmp_path, 0, 2000, killed=True)
+    run_id = json.loads((tmp_path / WANDB_RUN_FILE).read_text())["id"]
+    after_first = last_step_in_wandb(tmp_path / "wandb", run_id)
+    assert after_first is not None and 1000 < after_first < 2000, "no case of a cut record"
+    attempt(tmp_path, 1000, 2500, killed=True)
+    assert last_step_in_wandb(tmp_path / "wandb", run_id) < 2500, "the kill lost no step"
+    attempt(tmp_path, 2500, 3000, killed=False)
+    assert len(list((tmp_path / "wandb").glob(f"offline-run-*-{run_id}"))) == 3
+    lines = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
+    rows = wandb_history(tmp_path)
+    assert [row["_step"] for row in rows] == list(range(1, 3001))
+    for line in lines:
+        row = rows[line["step"] - 1]
+        assert all(row[name] == value for name, value in scalars(line).items())
+
+
+def test_a_wandb_record_its_reader_cannot_read_is_named_and_moving_it_out_works(tmp_path):
+    """The message names the record and says to move its folder out of wandb/: done, the rerun
+    logs to W&B the steps no other record holds (step 1 here) and goes on."""
+    pytest.importorskip("wandb", reason="pip install -e '.[wandb]'")
+    offline = {"mode": "offline", "project": "test"}
+    first = Curves(tmp_path, resumed_at=None, wandb=offline, tensorboard=False)
+    first.close()
+    record = next((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
+    record.write_bytes(b"not a W&B record\n" * 100)  # overwritten by another tool, say
+    (tmp_path / "train.jsonl").write_text(json.dumps(window(1, attempt=0)) + "\n")
+    with pytest.raises(
+        InputError, match=re.escape("reader (`wandb leet inspect`) cannot read")
+    ) as told:
+        Curves(tmp_path, resumed_at=1, wandb=offline, tensorboard=False)
+    assert f"{record} (Error: transactionlog: bad header" in str(told.value)
+    assert f"move its folder out of {tmp_path / 'wandb'}" in str(told.value)
+    record.parent.rename(tmp_path / "set_aside")
+    resumed = Curves(tmp_path, resumed_at=1, wandb=offline, tensorboard=False)
+    resumed.write(window(2, attempt=0))
+    resumed.close()
+    assert [row["_step"] for row in wandb_history(tmp_path)] == [1, 2]
 
 
 def test_a_damaged_wandb_run_id_is_named_and_deleting_it_starts_a_new_run(tmp_path):

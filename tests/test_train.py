@@ -34,7 +34,7 @@ from aiayn.train.checkpoint import (
 from aiayn.train.loader import BatchStream
 from aiayn.train.loss import label_smoothed_loss
 from aiayn.train.schedule import inverse_sqrt_lr, lr_lambda
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, wandb_history
 
 
 def test_base_schedule_peaks_at_step_4000():
@@ -685,10 +685,11 @@ def kill_at_step(spec: Path, run_dir: Path, step: int) -> int:
 @pytest.mark.workflow
 def test_a_run_killed_before_its_first_checkpoint_logs_each_step_once(tmp_path, copy_data):
     """The rerun starts from step 0 and drops what the killed attempt logged, in train.jsonl
-    and TensorBoard alike (both held the first steps twice; #77)."""
+    and TensorBoard alike (both held the first steps twice; #77); W&B's records, read in the
+    order they were written, hold each step once too (the killed attempt's may be cut)."""
     settings = {"max_steps": 10, "log_every_steps": 1, "dev_every_steps": 5,
                 "checkpoint_every_steps": 1000, "tokens_per_step": 2400,
-                "tokens_per_batch": 2400}  # fmt: skip
+                "tokens_per_batch": 2400, "wandb": "offline"}  # fmt: skip
     spec = experiment(tmp_path / "early.json", copy_data, **settings)
     assert 3 <= kill_at_step(spec, tmp_path / "early", 3) < 10
     assert not list((tmp_path / "early" / "checkpoints").glob("step*"))
@@ -697,6 +698,9 @@ def test_a_run_killed_before_its_first_checkpoint_logs_each_step_once(tmp_path, 
     assert logged == list(range(1, 11))
     curves = curve_steps(tmp_path / "early")
     assert curves["train/loss"] == logged and curves["dev/loss"] == [5, 10]
+    rows = wandb_history(tmp_path / "early")
+    assert [row["_step"] for row in rows] == logged
+    assert [row["_step"] for row in rows if "dev/loss" in row] == [5, 10]
 
 
 def curve_steps(run_dir: Path) -> dict[str, list[int]]:
@@ -716,7 +720,8 @@ def test_early_stopping_killed_in_its_patience_resumes_and_stops_where_an_unbrok
     run stops at the 7th dev evaluation (step 14). Another is `kill -9`ed in the middle of its
     patience and rerun: it resumes the count from its checkpoint and stops at step 14 too, with
     the same weights; its curves hold every step once (the killed attempt's later steps hidden),
-    the same steps as its train.jsonl."""
+    the same steps as its train.jsonl, in TensorBoard and in W&B's records (what the killed
+    attempt's writer had not written is logged by the rerun, up to its checkpoint)."""
     stopping = {"early_stopping_metric": "dev_loss", "early_stopping_patience": 6,
                 "early_stopping_min_improvement": 10.0, "max_steps": 1000,
                 "dev_every_steps": 2, "log_every_steps": 1, "checkpoint_every_steps": 2,
@@ -726,7 +731,7 @@ def test_early_stopping_killed_in_its_patience_resumes_and_stops_where_an_unbrok
     assert straight["ended_by"].startswith(
         "early_stopping: dev_loss did not improve by 10.0 for 6 dev evaluations after its best"
     )
-    spec = experiment(tmp_path / "killed.json", copy_data, **stopping)
+    spec = experiment(tmp_path / "killed.json", copy_data, **stopping, wandb="offline")
     log = tmp_path / "killed" / "train.jsonl"
     assert 7 <= kill_at_step(spec, log.parent, 7) < 14
     resumed = train(spec)
@@ -741,6 +746,9 @@ def test_early_stopping_killed_in_its_patience_resumes_and_stops_where_an_unbrok
     assert (
         curves["dev/loss"] == [r["step"] for r in lines if "dev_loss" in r] == list(range(2, 15, 2))
     )
+    rows = wandb_history(log.parent)
+    assert [row["_step"] for row in rows] == logged
+    assert [row["_step"] for row in rows if "dev/loss" in row] == list(range(2, 15, 2))
     assert train(spec)["steps"] == 14  # a stopped run stays stopped
 
 

@@ -54,9 +54,12 @@ def train_summary(experiment="{experiment}") -> str:
     return f"{run_dir(experiment)}/{TRAIN_SUMMARY}"
 
 
+AVERAGED_MODEL = "averaged.safetensors"  # a run's averaged weights
+
+
 def averaged_model(experiment="{experiment}") -> str:
     """The experiment's averaged weights: the model that is decoded and shared."""
-    return f"{run_dir(experiment)}/averaged.safetensors"
+    return f"{run_dir(experiment)}/{AVERAGED_MODEL}"
 
 
 def attention_weights(experiment="{experiment}") -> str:

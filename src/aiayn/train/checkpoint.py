@@ -30,6 +30,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as save_safetensors
 
+from aiayn.config import paths
 from aiayn.errors import InputError
 from aiayn.textio import atomic_output, file_sha256
 
@@ -197,7 +198,7 @@ def rewrite_advice(path: Path) -> str:
     when followed literally: a plain rerun of the workflow found train.json up to date and
     planned nothing, so the message that said so sent the user round in a loop (#77)."""
     path = Path(path)
-    if path.name == "averaged.safetensors":
+    if path.name == paths.AVERAGED_MODEL:
         return (
             f"Delete it, then `snakemake --cores all --forcerun average {path}` averages its "
             "run's checkpoints again"

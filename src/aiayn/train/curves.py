@@ -5,9 +5,14 @@ Biases, at the same step with the same values.
 A resumed run first hides what TensorBoard was given after its checkpoint (its purge_step), as
 train.jsonl drops its lines after the checkpoint: no step appears twice. TensorBoard's writes
 happen at log lines, where the losses are read anyway, and are flushed at once, so a `kill -9`
-loses nothing logged there. W&B resumes the same run id; it writes its offline record from a
-process of its own, and a `kill -9` loses what that process had not written yet (#77, open:
-docs/training.md).
+loses nothing logged there.
+
+W&B resumes the same run id, one record (a .wandb file under wandb/) per attempt. Its writer, a
+process of its own, writes in blocks, and a `kill -9` loses what it had not written: the last
+steps, or every step of a short attempt. So an attempt first reads the last step the earlier
+records hold, with W&B's own reader (`wandb leet inspect`), then logs the train.jsonl lines
+after it that the checkpoint kept, and from there on only steps after it: in the order the
+records were written, each logged step is in them once (#77).
 """
 
 from __future__ import annotations
@@ -16,15 +21,19 @@ import json
 import logging
 import math
 import os
+import subprocess
+import sys
 import threading
 import uuid
 from pathlib import Path
 
+from aiayn.config import paths
 from aiayn.errors import InputError
 
 log = logging.getLogger(__name__)
 
 WANDB_RUN_FILE = "wandb_run.json"  # the W&B run id kept in the run folder, for resuming
+WANDB = "wandb"  # runs/{experiment}/wandb/: W&B's records, one folder per attempt
 TENSORBOARD = "tensorboard"  # runs/{experiment}/tensorboard/: `tensorboard --logdir runs`
 
 
@@ -62,7 +71,19 @@ class Curves:
             check_writable_folder(folder / TENSORBOARD)
             report_writer_failures_once()
             self.writer = SummaryWriter(log_dir=str(folder / TENSORBOARD), purge_step=purge)
-        self.wandb = wandb_run(folder, wandb) if wandb else None
+        self.wandb = None
+        if wandb:
+            run_id = wandb_run_id(folder / WANDB_RUN_FILE)
+            self.wandb_holds_through = last_step_in_wandb(folder / WANDB, run_id)
+            self.wandb = wandb_run(folder, run_id, wandb)
+            for record in logged_lines(folder / paths.TRAIN_LOG):
+                self.log_to_wandb(record)
+
+    def log_to_wandb(self, record: dict) -> None:
+        """A step the earlier records hold is not logged again (a resumed run computes it
+        again the same)."""
+        if self.wandb_holds_through is None or record["step"] > self.wandb_holds_through:
+            self.wandb.log(scalars(record), step=record["step"])
 
     def write(self, record: dict) -> None:
         """A write that fails mid-run (a full disk) stops that writer, with a warning, and
@@ -84,7 +105,7 @@ class Curves:
                     err,
                 )
         if self.wandb is not None:
-            self.wandb.log(values, step=record["step"])
+            self.log_to_wandb(record)
 
     def close(self) -> None:
         if self.writer is not None:
@@ -145,7 +166,42 @@ def wandb_run_id(id_file: Path) -> str:
         ) from None
 
 
-def wandb_run(folder: Path, settings: dict):
+def logged_lines(train_log: Path) -> list[dict]:
+    """train.jsonl's lines: on a resumed run, those up to its checkpoint."""
+    if not train_log.exists():
+        return []
+    return [json.loads(line) for line in train_log.read_text(encoding="utf-8").splitlines()]
+
+
+def last_step_in_wandb(records: Path, run_id: str) -> int | None:
+    """The last step the run's records of earlier attempts hold (None: no step)."""
+    pattern = f"*run-*-{run_id}/run-{run_id}.wandb"
+    steps = [recorded_step(record, records) for record in sorted(records.glob(pattern))]
+    return max((step for step in steps if step is not None), default=None)
+
+
+def recorded_step(record: Path, records: Path) -> int | None:
+    """A record's last step as W&B's own reader finds it: one cut short by a kill ends at the
+    last block its writer wrote."""
+    read = subprocess.run(
+        [sys.executable, "-m", "wandb", "leet", "inspect", "--summary", "--json", str(record)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    try:
+        step = json.loads(read.stdout)["step"]
+        return None if step is None else int(step)
+    except (ValueError, KeyError, TypeError):
+        raise InputError(
+            f"W&B's reader (`wandb leet inspect`) cannot read {record} "
+            f"({read.stderr.strip()[-300:] or 'no step in what it printed'}): move its folder "
+            f"out of {records}, and the rerun logs to W&B the steps of train.jsonl no other "
+            "record holds; or train.wandb: off"
+        ) from None
+
+
+def wandb_run(folder: Path, run_id: str, settings: dict):
     """The experiment's W&B run, resumed by the id kept in its run folder (`mode` offline by
     default: `wandb sync` uploads it later)."""
     import wandb
@@ -155,13 +211,11 @@ def wandb_run(folder: Path, settings: dict):
         return wandb.init(
             project=settings.get("project", "aiayn"),
             name=settings.get("name", folder.name),
-            id=wandb_run_id(folder / WANDB_RUN_FILE),
+            id=run_id,
             resume="allow",
             mode=mode,
             dir=str(folder),
         )
-    except InputError:
-        raise
     except Exception as err:  # wandb's own errors: no network, no login, a server refusing
         raise InputError(
             f"W&B could not start the run's {mode} curves ({type(err).__name__}: {err}): "

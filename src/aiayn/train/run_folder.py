@@ -24,7 +24,7 @@ from aiayn.config import paths
 from aiayn.errors import InputError, StorageError
 from aiayn.textio import atomic_output, file_sha256
 from aiayn.train import checkpoint as ckpt
-from aiayn.train.curves import TENSORBOARD, WANDB_RUN_FILE
+from aiayn.train.curves import TENSORBOARD, WANDB, WANDB_RUN_FILE
 from aiayn.train.early_stopping import METRICS
 from aiayn.train.settings import Experiment
 
@@ -67,7 +67,7 @@ class RunFolder:
                 archive.mkdir(parents=True, exist_ok=True)
                 # its curves too: the new run starts its own (a new W&B id, TensorBoard afresh)
                 moved = ("checkpoints", "weights", paths.TRAIN_LOG, paths.TRAIN_SUMMARY,
-                         TENSORBOARD, WANDB_RUN_FILE, "wandb")  # fmt: skip
+                         TENSORBOARD, WANDB_RUN_FILE, WANDB)  # fmt: skip
                 for name in moved:
                     if (self.root / name).exists():
                         shutil.move(str(self.root / name), str(archive / name))
