@@ -201,6 +201,20 @@ def test_a_file_where_tensorboards_folder_goes_is_refused_before_training(tmp_pa
     assert (tmp_path / "tensorboard").read_text() == "notes"
 
 
+def test_a_file_where_wandbs_folder_goes_is_refused_before_training(tmp_path):
+    """W&B's own error had said to log offline, which the run already did."""
+    pytest.importorskip("wandb", reason="pip install -e '.[wandb]'")
+    (tmp_path / "wandb").write_text("notes")
+    offline = {"mode": "offline", "project": "test"}
+    with pytest.raises(InputError, match="is a file, not W&B's folder: move it away, or") as told:
+        Curves(tmp_path, resumed_at=None, wandb=offline, tensorboard=False)
+    assert "train.wandb: off" in str(told.value) and "offline" not in str(told.value)
+    assert (tmp_path / "wandb").read_text() == "notes"
+    (tmp_path / "wandb").rename(tmp_path / "notes")  # the way out the message gives
+    Curves(tmp_path, resumed_at=None, wandb=offline, tensorboard=False).close()
+    assert list((tmp_path / "wandb").glob("offline-run-*"))
+
+
 def test_curves_that_cannot_be_written_mid_run_stop_with_a_warning_and_training_goes_on(tmp_path):
     """A full disk mid-run (RLIMIT_FSIZE: a write past it fails as on a full disk) killed
     training with TensorBoard's traceback, losing the steps since the checkpoint (#77)."""

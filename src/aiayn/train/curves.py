@@ -68,11 +68,12 @@ class Curves:
         self.folder = folder
         self.writer = None
         if tensorboard:
-            check_writable_folder(folder / TENSORBOARD)
+            check_writable_folder(folder / TENSORBOARD, "TensorBoard")
             report_writer_failures_once()
             self.writer = SummaryWriter(log_dir=str(folder / TENSORBOARD), purge_step=purge)
         self.wandb = None
         if wandb:
+            check_writable_folder(folder / WANDB, "W&B")
             run_id = wandb_run_id(folder / WANDB_RUN_FILE)
             self.wandb_holds_through = last_step_in_wandb(folder / WANDB, run_id)
             self.wandb = wandb_run(folder, run_id, wandb)
@@ -133,20 +134,24 @@ def report_writer_failures_once() -> None:
     threading.excepthook = hook
 
 
-# How to train without a writer that cannot write
-TURN_OFF = "or train without them: train.tensorboard: false (train.jsonl keeps every line)"
+# How to train without a writer that cannot write, by writer
+TURN_OFF = {
+    "TensorBoard": "train.tensorboard: false (train.jsonl keeps every line)",
+    "W&B": "train.wandb: off (train.jsonl keeps every line)",
+}
 
 
-def check_writable_folder(folder: Path) -> None:
-    """TensorBoard's folder must be one this process can write in, found before the first
-    step (its writer raised a traceback from its own thread)."""
+def check_writable_folder(folder: Path, writer: str) -> None:
+    """A writer's folder must be one this process can write in, found before the first step
+    (TensorBoard's writer raised a traceback from its own thread; W&B's said to log offline)."""
+    turn_off = f"or train without them: {TURN_OFF[writer]}"
     if folder.exists() and not folder.is_dir():
-        raise InputError(f"{folder} is a file, not TensorBoard's folder: move it away, {TURN_OFF}")
+        raise InputError(f"{folder} is a file, not {writer}'s folder: move it away, {turn_off}")
     existing = next(p for p in (folder, *folder.parents) if p.exists())
     if not os.access(existing, os.W_OK | os.X_OK):
         raise InputError(
-            f"TensorBoard's curves go to {folder}, and {existing} cannot be written by this "
-            f"user: make it writable (chmod u+w {existing}), {TURN_OFF}"
+            f"{writer}'s curves go to {folder}, and {existing} cannot be written by this "
+            f"user: make it writable (chmod u+w {existing}), {turn_off}"
         )
 
 
@@ -217,10 +222,14 @@ def wandb_run(folder: Path, run_id: str, settings: dict):
             dir=str(folder),
         )
     except Exception as err:  # wandb's own errors: no network, no login, a server refusing
+        way_out = "train.wandb: off trains without them"
+        if mode == "online":
+            way_out = (
+                "without a network or a `wandb login`, set train.wandb: offline (`wandb sync` "
+                "uploads them later) or train.wandb: off"
+            )
         raise InputError(
-            f"W&B could not start the run's {mode} curves ({type(err).__name__}: {err}): "
-            "without a network or a `wandb login`, set train.wandb: offline (`wandb sync` "
-            "uploads them later) or train.wandb: off"
+            f"W&B could not start the run's {mode} curves ({type(err).__name__}: {err}): {way_out}"
         ) from None
 
 
