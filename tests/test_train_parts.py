@@ -443,3 +443,23 @@ def test_fp16_trains_with_dynamic_loss_scaling_on_a_gpu_and_is_refused_on_a_cpu(
         InputError, match="fp16 needs a CUDA GPU.*set train.precision: auto or fp32"
     ):
         resolve_precision("fp16", torch.device("cpu"))
+
+
+def test_a_train_log_cut_short_resumes_and_a_damaged_line_is_named(tmp_path, caplog):
+    """A kill or a full disk while a line was written leaves it cut: that last line came after
+    the newest checkpoint and is dropped (the resume had died in json's traceback). A damaged
+    line before it is named by number; deleting it, as the message says, lets the run go on."""
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"step": 2, "loss": 3.0}\n{"step": 4, "loss": 2.0}\n{"step": 6, "lo')
+    train_log = TrainLog(path, 0, lambda values: values)
+    train_log.forget_after(4)
+    assert path.read_text() == '{"step": 2, "loss": 3.0}\n{"step": 4, "loss": 2.0}\n'
+    assert "its last line was cut short" in caplog.text
+    path.write_text('{"step": 2, "loss": 3.0}\n{"st\x00\n{"step": 4, "loss": 2.0}\n')
+    with pytest.raises(InputError, match="train.jsonl, line 2, is not a JSON line") as told:
+        train_log.forget_after(4)
+    assert "delete that line" in str(told.value)
+    lines = path.read_text().splitlines()
+    path.write_text("".join(line + "\n" for number, line in enumerate(lines, 1) if number != 2))
+    train_log.forget_after(2)
+    assert path.read_text() == '{"step": 2, "loss": 3.0}\n'

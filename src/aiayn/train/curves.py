@@ -77,7 +77,7 @@ class Curves:
             run_id = wandb_run_id(folder / WANDB_RUN_FILE)
             self.wandb_holds_through = last_step_in_wandb(folder / WANDB, run_id)
             self.wandb = wandb_run(folder, run_id, wandb)
-            for record in logged_lines(folder / paths.TRAIN_LOG):
+            for record in read_lines(folder / paths.TRAIN_LOG):
                 self.log_to_wandb(record)
 
     def log_to_wandb(self, record: dict) -> None:
@@ -171,11 +171,26 @@ def wandb_run_id(id_file: Path) -> str:
         ) from None
 
 
-def logged_lines(train_log: Path) -> list[dict]:
-    """train.jsonl's lines: on a resumed run, those up to its checkpoint."""
+def read_lines(train_log: Path) -> list[dict]:
+    """train.jsonl's lines. The last one cut short (a kill or a full disk while it was
+    written) was logged after the newest checkpoint, whose step is logged before it is saved:
+    it is dropped, and the rerun logs that step again."""
     if not train_log.exists():
         return []
-    return [json.loads(line) for line in train_log.read_text(encoding="utf-8").splitlines()]
+    lines = train_log.read_text(encoding="utf-8").splitlines()
+    records = []
+    for number, line in enumerate(lines, 1):
+        try:
+            records.append(json.loads(line))
+        except ValueError as err:
+            if number == len(lines):
+                log.warning("%s: its last line was cut short (%s): dropped", train_log, err)
+                break
+            raise InputError(
+                f"{train_log}, line {number}, is not a JSON line ({err}; damaged?): delete that "
+                "line, and the run goes on (the curves lack its figures)"
+            ) from None
+    return records
 
 
 def last_step_in_wandb(records: Path, run_id: str) -> int | None:

@@ -20,7 +20,7 @@ from aiayn.flops import RATE_METHOD, device_name, sustained_tflops
 from aiayn.precision import half_dtype
 from aiayn.software import cpu_kernels, software_versions
 from aiayn.textio import atomic_output
-from aiayn.train.curves import NoCurves, curves_of
+from aiayn.train.curves import NoCurves, curves_of, read_lines
 from aiayn.train.engine import compiled_graphs, ranks_agree
 from aiayn.train.sync_free import DeviceSchedule
 
@@ -83,12 +83,8 @@ class TrainLog:
     def forget_after(self, step: int) -> None:
         """Drop the lines logged after a checkpoint the run resumes from."""
         if self.rank == 0 and self.path.exists():
-            kept = [
-                line
-                for line in self.path.read_text().splitlines()
-                if json.loads(line)["step"] <= step
-            ]
-            self.path.write_text("".join(line + "\n" for line in kept))
+            kept = [line for line in read_lines(self.path) if line["step"] <= step]
+            self.path.write_text("".join(json.dumps(line) + "\n" for line in kept))
 
 
 def gradient_dtypes(engine) -> dict:
