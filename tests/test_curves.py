@@ -75,6 +75,20 @@ def test_a_resumed_run_writes_each_step_once_with_the_resumed_values(tmp_path):
     assert sorted(event_steps(tmp_path, "train/lr")) == list(range(1, 13))
 
 
+def test_curves_turned_on_in_a_resumed_run_begin_at_its_first_step(tmp_path):
+    """train.tensorboard was false until the checkpoint at step 4 (or the tensorboard folder
+    was deleted): the resumed run writes the 4 kept lines first, then its own; a folder that
+    holds curves gets none of them again."""
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(window(s, 0)) + "\n" for s in (2, 4)))
+    resumed = Curves(tmp_path, resumed_at=4)
+    resumed.write(window(6, attempt=1))
+    resumed.close()
+    assert sorted(event_steps(tmp_path, "train/loss")) == [2, 4, 6]
+    again = Curves(tmp_path, resumed_at=6)
+    again.close()
+    assert sorted(event_steps(tmp_path, "train/loss")) == [2, 4, 6]
+
+
 def test_wandb_offline_resumes_the_same_run(tmp_path):
     pytest.importorskip("wandb", reason="pip install -e '.[wandb]'")
     first = Curves(tmp_path, resumed_at=None, wandb={"mode": "offline", "project": "test"})

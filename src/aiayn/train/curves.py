@@ -5,7 +5,8 @@ Biases, at the same step with the same values.
 A resumed run first hides what TensorBoard was given after its checkpoint (its purge_step), as
 train.jsonl drops its lines after the checkpoint: no step appears twice. TensorBoard's writes
 happen at log lines, where the losses are read anyway, and are flushed at once, so a `kill -9`
-loses nothing logged there.
+loses nothing logged there. A run that finds no TensorBoard curves (turned on, or their folder
+deleted, since it began) first writes the lines the checkpoint kept.
 
 W&B resumes the same run id, one record (a .wandb file under wandb/) per attempt. Its writer, a
 process of its own, writes in blocks, and a `kill -9` loses what it had not written: the last
@@ -66,18 +67,23 @@ class Curves:
 
         purge = None if resumed_at is None else resumed_at + 1
         self.folder = folder
+        kept = read_lines(folder / paths.TRAIN_LOG)  # up to the checkpoint: forget_after ran
         self.writer = None
         if tensorboard:
             check_writable_folder(folder / TENSORBOARD, "TensorBoard")
             report_writer_failures_once()
+            started = any((folder / TENSORBOARD).glob("events.out.tfevents.*"))
             self.writer = SummaryWriter(log_dir=str(folder / TENSORBOARD), purge_step=purge)
+            if not started:  # turned on, or its folder deleted, since the run began
+                for record in kept:
+                    self.write_tensorboard(record)
         self.wandb = None
         if wandb:
             check_writable_folder(folder / WANDB, "W&B")
             run_id = wandb_run_id(folder / WANDB_RUN_FILE)
             self.wandb_holds_through = last_step_in_wandb(folder / WANDB, run_id)
             self.wandb = wandb_run(folder, run_id, wandb)
-            for record in read_lines(folder / paths.TRAIN_LOG):
+            for record in kept:
                 self.log_to_wandb(record)
 
     def log_to_wandb(self, record: dict) -> None:
@@ -87,26 +93,29 @@ class Curves:
             self.wandb.log(scalars(record), step=record["step"])
 
     def write(self, record: dict) -> None:
+        self.write_tensorboard(record)
+        if self.wandb is not None:
+            self.log_to_wandb(record)
+
+    def write_tensorboard(self, record: dict) -> None:
         """A write that fails mid-run (a full disk) stops that writer, with a warning, and
         training goes on: train.jsonl holds every line, and the next checkpoint says whether
         the disk has room for the run itself."""
-        values = scalars(record)
-        if self.writer is not None:
-            try:
-                for name, value in values.items():
-                    self.writer.add_scalar(name, value, record["step"])
-                self.writer.flush()
-            except OSError as err:
-                self.writer = None
-                log.warning(
-                    "TensorBoard's curves in %s could not be written at step %d (%s): they stop "
-                    "there, and training goes on (train.jsonl holds every logged step)",
-                    self.folder / TENSORBOARD,
-                    record["step"],
-                    err,
-                )
-        if self.wandb is not None:
-            self.log_to_wandb(record)
+        if self.writer is None:
+            return
+        try:
+            for name, value in scalars(record).items():
+                self.writer.add_scalar(name, value, record["step"])
+            self.writer.flush()
+        except OSError as err:
+            self.writer = None
+            log.warning(
+                "TensorBoard's curves in %s could not be written at step %d (%s): they stop "
+                "there, and training goes on (train.jsonl holds every logged step)",
+                self.folder / TENSORBOARD,
+                record["step"],
+                err,
+            )
 
     def close(self) -> None:
         if self.writer is not None:
