@@ -185,6 +185,21 @@ def test_a_wandb_record_its_reader_cannot_read_is_named_and_moving_it_out_works(
     assert [row["_step"] for row in wandb_history(tmp_path)] == [1, 2]
 
 
+def test_wandb_asked_for_but_not_installed_is_named_before_training(tmp_path):
+    """A subprocess whose Python cannot import wandb (the extra left out of the install)."""
+    script = (
+        "import sys; sys.modules['wandb'] = None\n"
+        "from pathlib import Path\n"
+        "from aiayn.train.curves import Curves\n"
+        f"Curves(Path({str(tmp_path)!r}), resumed_at=0, wandb={{'mode': 'offline'}})\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert ran.returncode == 1
+    assert "InputError: train.wandb: offline needs Weights & Biases" in ran.stderr
+    assert "pip install -e '.[wandb]', or train.wandb: off" in ran.stderr
+    assert not list(tmp_path.iterdir())  # nothing written, TensorBoard's curves neither
+
+
 def test_a_damaged_wandb_run_id_is_named_and_deleting_it_starts_a_new_run(tmp_path):
     pytest.importorskip("wandb", reason="pip install -e '.[wandb]'")
     (tmp_path / WANDB_RUN_FILE).write_text('{"id": "3f2a')  # cut short: a full disk, a kill

@@ -65,6 +65,8 @@ class Curves:
     ):
         from torch.utils.tensorboard import SummaryWriter
 
+        if wandb:
+            check_wandb_installed(wandb.get("mode", "offline"))
         purge = None if resumed_at is None else resumed_at + 1
         self.folder = folder
         kept = read_lines(folder / paths.TRAIN_LOG)  # up to the checkpoint: forget_after ran
@@ -162,6 +164,17 @@ def check_writable_folder(folder: Path, writer: str) -> None:
             f"{writer}'s curves go to {folder}, and {existing} cannot be written by this "
             f"user: make it writable (chmod u+w {existing}), {turn_off}"
         )
+
+
+def check_wandb_installed(mode: str) -> None:
+    """train.wandb asks for W&B, an extra: said before the first step, not as a traceback."""
+    try:
+        import wandb  # noqa: F401
+    except ImportError as err:
+        raise InputError(
+            f"train.wandb: {mode} needs Weights & Biases, which this Python cannot import "
+            f"({err}): pip install -e '.[wandb]', or train.wandb: off"
+        ) from None
 
 
 def wandb_run_id(id_file: Path) -> str:
