@@ -44,11 +44,11 @@ def test_an_experiment_with_seeds_expands_into_one_run_per_seed():
         "tiny_learned_positions",
         "tiny_one_layer",
     ]
-    assert plan.runs.seeds_of("tiny") == ["tiny", "tiny.seed2", "tiny.seed3"]
+    assert plan.runs.seeds_of("tiny") == ["tiny"] + [f"tiny.seed{k}" for k in range(2, 6)]
     seeds = [plan.runs.entry(run)["train"]["seed"] for run in plan.runs.seeds_of("tiny")]
-    assert seeds == [1, 2, 3]
-    spec = plan.runs.trainer_spec("tiny.seed3")
-    assert spec["run_dir"] == "runs/tiny.seed3" and spec["train"]["seed"] == 3
+    assert seeds == [1, 2, 3, 4, 5]
+    spec = plan.runs.trainer_spec("tiny.seed5")
+    assert spec["run_dir"] == "runs/tiny.seed5" and spec["train"]["seed"] == 5
     # the first seed is the default study's run, the same settings: its runs/tiny is reused
     assert plan.runs.trainer_spec("tiny") == Plan(study()).runs.trainer_spec("tiny")
     assert plan.runs.baseline_of("tiny_one_layer.seed2") == "tiny.seed2"  # paired seed by seed
