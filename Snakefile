@@ -70,6 +70,8 @@ report: report_front_page()
 # The bill before any job runs (a dry run is the place to read it).
 if workflow.is_main_process:
     logger.info(plan.report.gpu_hours())
+    for message in plan.runs.early_stopping_that_cannot_stop():
+        logger.warning(message)
 
 
 include: "rules/data.smk"

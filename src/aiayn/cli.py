@@ -263,9 +263,13 @@ def run_config(args: argparse.Namespace) -> int:
 
     from aiayn.config.load import load_config
 
+    from aiayn.config.plan import Plan
+
     root = args.workdir
     config = load_config(root, [root / path for path in args.configfile])
     sys.stdout.write(yaml.safe_dump(config, sort_keys=False))
+    for message in Plan(config).runs.early_stopping_that_cannot_stop():  # as the Snakefile warns
+        print(f"warning: {message}", file=sys.stderr)
     return 0
 
 

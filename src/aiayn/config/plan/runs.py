@@ -83,6 +83,27 @@ class RunPlan:
                 "experiment against the first of its dataset"
             )
 
+    def early_stopping_that_cannot_stop(self) -> list[str]:
+        """A warning per experiment whose early stopping can never end it before `max_steps`:
+        the first dev evaluation sets the best, so the earliest stop is `patience` evaluations
+        after it. Not an error: a first stage that a later, larger `max_steps` continues is a
+        plan (the checkpoint keeps the count), and this says so before any step is trained."""
+        found = []
+        for group in self.groups():
+            train = self.trainer_spec(group)["train"]
+            metric, patience = train["early_stopping_metric"], train["early_stopping_patience"]
+            earliest = train["dev_every_steps"] * (patience + 1)
+            if metric is not None and earliest >= train["max_steps"]:
+                found.append(
+                    f"experiment {group!r}: early stopping on {metric} cannot end it before "
+                    f"max_steps {train['max_steps']}: dev is evaluated every "
+                    f"{train['dev_every_steps']} steps (dev_every_steps) and the earliest stop "
+                    f"is {patience} evaluations after the first (early_stopping_patience), at "
+                    f"step {earliest}. Lower either to let it stop early, or keep them if a "
+                    "larger max_steps will continue this run"
+                )
+        return found
+
     def parsers(self) -> list[str]:
         """Runs that parse (Table 4): scored by EVALB, not BLEU."""
         treebanks = self.data.treebanks()
