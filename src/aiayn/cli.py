@@ -262,7 +262,6 @@ def run_config(args: argparse.Namespace) -> int:
     import yaml
 
     from aiayn.config.load import load_config
-
     from aiayn.config.plan import Plan
 
     root = args.workdir
