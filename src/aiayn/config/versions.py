@@ -61,7 +61,12 @@ def stage_version(root: Path, stage: str) -> str:
     """A stage's code (`code_version` of its script) and the values its rule's `params:` sets
     as literals (`resamples=500` moves results as code does; a value from the config is in the
     settings' versions): `stage_files` as one hash."""
-    text = json.dumps(sorted(stage_files(root, stage).items()))
+    return files_version(stage_files(root, stage))
+
+
+def files_version(files: dict[str, str]) -> str:
+    """`stage_files`' versions as one."""
+    text = json.dumps(sorted(files.items()))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -142,12 +147,12 @@ def study_versions(plan: Plan, root: Path) -> dict:
     """The versions run.json records: per stage, per file of the stages' code (to say which file
     moved), per dataset, per run (training and evaluation apart) and the report's settings."""
     datasets = sorted({plan.runs.dataset(name) for name in plan.runs.names()})
-    stages = study_stages(plan)
+    files = {stage: stage_files(root, stage) for stage in study_stages(plan)}
     modules = {}
-    for stage in stages:
-        modules.update(stage_files(root, stage))
+    for found in files.values():
+        modules.update(found)
     return {
-        "code": {stage: stage_version(root, stage) for stage in stages},
+        "code": {stage: files_version(found) for stage, found in files.items()},
         "modules": dict(sorted(modules.items())),
         "datasets": {
             name: settings_hash(without_location(plan.data.entry(name))) for name in datasets
