@@ -26,6 +26,9 @@ WORKFLOW_FILES = [
     "configs",
     "profiles",
 ]
+# What `aiayn results` reads to check a committed study: its configs, the stages' code and
+# their rules' literal params
+CHECKED_FILES = ["config.yaml", "configs", "rules", "workflow_scripts", "src", "schemas"]
 
 
 def slurm_missing() -> str | None:
@@ -150,14 +153,16 @@ def project_copy(tmp_path: Path) -> Path:
     return copy_project(tmp_path / "project")
 
 
-def copy_project(root: Path) -> Path:
-    root.mkdir()
-    for name in WORKFLOW_FILES:
-        source = PROJECT / name
+def copy_project(root: Path, names=WORKFLOW_FILES) -> Path:
+    """A copy of these files and folders of the checkout (a folder's own, `results/toy`,
+    included) under `root`, made if missing; no __pycache__."""
+    for name in names:
+        source, copied = PROJECT / name, root / name
+        copied.parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
-            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(source, copied, ignore=shutil.ignore_patterns("__pycache__"))
         else:
-            shutil.copy2(source, root / name)
+            shutil.copy2(source, copied)
     return root
 
 

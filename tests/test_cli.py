@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from aiayn.cli import main
-from tests.conftest import PROJECT, copy_project
+from tests.conftest import CHECKED_FILES, PROJECT, copy_project
 
 
 @pytest.fixture(scope="module")
@@ -299,11 +299,7 @@ def test_aiayn_results_names_a_study_it_cannot_check_and_checks_the_others(tmp_p
     """A study whose config file is gone (or a folder without the workflow's code, as one
     deploying it as a module) is named with what is missing; the other studies are still checked
     (one missing file stopped them all with a traceback; #77)."""
-    for name in ("config.yaml", "configs", "rules", "workflow_scripts", "src", "schemas"):
-        source = PROJECT / name
-        (shutil.copytree if source.is_dir() else shutil.copy2)(source, tmp_path / name)
-    for study in ("toy", "multi30k"):
-        shutil.copytree(PROJECT / "results" / study, tmp_path / "results" / study)
+    copy_project(tmp_path, [*CHECKED_FILES, "results/toy", "results/multi30k"])
     (tmp_path / "configs" / "multi30k.yaml").unlink()
     assert main(["results", "--workdir", str(tmp_path)]) == 1
     lines = capsys.readouterr().out.splitlines()

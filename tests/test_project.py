@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import PROJECT, shared
+from tests.conftest import CHECKED_FILES, PROJECT, copy_project, shared
 
 
 def run(*command: str) -> subprocess.CompletedProcess:
@@ -413,18 +413,7 @@ def test_aiayn_results_names_a_hand_edit_a_literal_param_and_an_unreadable_recor
     run.json is named while the other studies are still checked."""
     from aiayn.cli import main
 
-    for name in (
-        "config.yaml",
-        "configs",
-        "rules",
-        "workflow_scripts",
-        "src",
-        "schemas",
-        "results",
-    ):
-        source = PROJECT / name
-        copy = shutil.copytree if source.is_dir() else shutil.copy2
-        copy(source, tmp_path / name)
+    copy_project(tmp_path, [*CHECKED_FILES, "results"])
 
     def states() -> dict[str, str]:
         code = main(["results", "--workdir", str(tmp_path)])
