@@ -5,7 +5,6 @@ the command on a real git checkout."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 
 import numpy as np
@@ -14,7 +13,7 @@ import yaml
 
 from aiayn.cli import main
 from aiayn.report import compare
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, copy_project
 
 
 def record(sacrebleu=97.14, sentences=500, dev_ppl=1.094, capability="AVX512") -> dict:
@@ -111,10 +110,7 @@ def test_the_toy_studies_tolerances_are_derived_from_the_committed_seeds():
 def test_aiayn_results_compare_on_a_git_checkout(tmp_path, capsys):
     """The command as a user runs it after a rerun: unchanged results are the committed record;
     a figure moved beyond the tolerance is named with both values and exit 1."""
-    for name in ("config.yaml", "configs", "schemas", "src", "results"):
-        source = PROJECT / name
-        copy = shutil.copytree if source.is_dir() else shutil.copy2
-        copy(source, tmp_path / name)
+    copy_project(tmp_path, ["config.yaml", "configs", "schemas", "src", "results"])
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     subprocess.run(["git", "add", "config.yaml", "configs", "results"], cwd=tmp_path, check=True)
