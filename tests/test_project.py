@@ -284,7 +284,8 @@ def test_readme_seed_table_is_the_committed_toy_seeds_study():
     raw = {name: test[name]["test"].get("p_value") for name in EXPERIMENTS}
     adjusted = holm(raw)
     for name in EXPERIMENTS:
-        cells = [cell.strip() for cell in readme_row(f"| `{name}` | 3 |").split("|")[3:-1]]
+        row = readme_row(f"| `{name}` | {test[name]['seeds']} |")
+        cells = [cell.strip() for cell in row.split("|")[3:-1]]
 
         def p(value):
             return "baseline" if value is None else value
