@@ -517,10 +517,12 @@ def test_readme_quotes_the_committed_wmt14_sample_run():
         assert cells[2:4] == [str(score["sentences"]), str(score["sacrebleu"]["ref_len"])]
         values = [score[name]["score"] for name in ("tokenized_bleu", "sacrebleu", "chrf")]
         assert shows_all(cells[4:7], values), cells
-    full = json.loads((folder / f"{scores}.json").read_text())["sacrebleu"]["score"]
-    seconds = run_record["experiments"]["small_en_de_sample"]["train_seconds"]
+    seeds = PROJECT / "results/wmt14_en_de_sample/seeds" / f"{scores}.json"
+    full = json.loads(seeds.read_text())["sacrebleu"]  # the mean over seeds, as Table 2's
+    seconds = run_record["experiments"]["small_en_de_sample"]["train_seconds"]  # seed 1's
     row = readme_row("| WMT14 EN→DE, a 10000-pair sample")
-    assert shows(bold(row), full) and f"{seconds:.0f} s" in row
+    assert shows(bold(row), full["mean"]) and f"± {full['sd']:.2f} (" in row, row
+    assert f"{seconds:.0f} s a seed" in row and f"{len(full['per_seed'])} seeds" in row
     table = (PROJECT / "results/wmt14_en_de_sample/tables/table2_detail.md").read_text()
     assert "Transformer (base model)" in table and "(sacrebleu wmt14/full, 3003 lines)" in table
 
