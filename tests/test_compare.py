@@ -117,7 +117,10 @@ def test_a_studys_tolerance_is_derived_from_the_committed_seeds(study):
     stated = yaml.safe_load((PROJECT / config).read_text())["reproduction"]
     assert stated == {kind: two_digits(value) for kind, value in derived.items()}
     docs = (PROJECT / "docs/results.md").read_text()
-    assert f"| {study} | {stated['bleu']} BLEU | {stated['perplexity']:.1%} |" in docs
+    row = (
+        f"| {study} | {stated['bleu']} BLEU | {stated['chrf']} chrF | {stated['perplexity']:.1%} |"
+    )
+    assert row in docs
 
 
 @pytest.mark.parametrize("study", ["multi30k", "ptb_sample"])

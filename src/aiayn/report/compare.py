@@ -28,8 +28,10 @@ from pathlib import Path
 
 from aiayn.errors import InputError
 
-# run.json's score fields compared within a tolerance, and the tolerance each uses
-SCORE_FIGURES = {"sacrebleu": "bleu", "tokenized_bleu": "bleu", "chrf": "bleu", "f1": "f1"}
+# run.json's score fields compared within a tolerance, and the tolerance each uses (chrF has
+# its own: its spread over seeds is not BLEU's)
+SCORE_FIGURES = {"sacrebleu": "bleu", "tokenized_bleu": "bleu", "chrf": "chrf", "f1": "f1"}
+SCORED = set(SCORE_FIGURES.values())
 # fields that name the data scored: a difference means the two runs scored other data
 SAME_DATA = ("sentences", "ref_len_13a")
 # the recorded environment, compared where both records have it
@@ -45,7 +47,7 @@ class Verdict:
     here: float | int | None
     committed: float | int | None
     tolerance: float | None
-    kind: str  # "bleu", "f1", "perplexity" (relative) or "data"
+    kind: str  # "bleu", "chrf", "f1", "perplexity" (relative) or "data"
 
     @property
     def reproduced(self) -> bool:
@@ -162,12 +164,18 @@ def tolerance_from_seeds(
 
 def seed_spreads(record: dict) -> dict[str, list[tuple[float, int]]]:
     """From a study trained with several seeds (its run.json): each experiment's sd over seeds
-    and their number, of every BLEU figure, and of its dev perplexity relative to the mean."""
+    and their number, of every BLEU figure, of every chrF figure, and of its dev perplexity
+    relative to the mean."""
     bleu = [
         (entry["sacrebleu_sd"], entry["seeds"])
         for entry in record.get("seed_scores", {}).values()
         if entry.get("sacrebleu_sd") is not None
     ]
+    chrf: dict[str, list[float]] = {}  # "<experiment>/<checkpoint>/<split>" -> each seed's
+    for key, score in record.get("scores", {}).items():
+        run, _, figure = key.partition("/")
+        if isinstance(score.get("chrf"), int | float):
+            chrf.setdefault(f"{run.split('.seed')[0]}/{figure}", []).append(score["chrf"])
     perplexities: dict[str, list[float]] = {}
     for name, experiment in record.get("experiments", {}).items():
         if isinstance(experiment.get("dev_ppl"), int | float):
@@ -177,7 +185,10 @@ def seed_spreads(record: dict) -> dict[str, list[tuple[float, int]]]:
         for values in perplexities.values()
         if len(values) > 1
     ]
-    return {"bleu": bleu, "perplexity": relative}
+    spread = [
+        (statistics.stdev(values), len(values)) for values in chrf.values() if len(values) > 1
+    ]
+    return {"bleu": bleu, "chrf": spread, "perplexity": relative}
 
 
 def derived_tolerances(seeded: dict, compared: dict) -> dict[str, float]:
@@ -185,7 +196,7 @@ def derived_tolerances(seeded: dict, compared: dict) -> dict[str, float]:
     seeded study's run.json `seeded` recorded: one family over the figures it compares (a
     score's sacreBLEU, paper BLEU and chrF count once: they measure the same translations)."""
     found = figures(compared)
-    scored = {name.rsplit(" ", 1)[0] for name, (kind, _) in found.items() if kind in ("bleu", "f1")}
+    scored = {name.rsplit(" ", 1)[0] for name, (kind, _) in found.items() if kind in SCORED}
     perplexities = [name for name, (kind, _) in found.items() if kind == "perplexity"]
     comparisons = len(scored) + len(perplexities)
     return {
