@@ -16,13 +16,13 @@ from aiayn.report import compare
 from tests.conftest import PROJECT, copy_project
 
 
-def record(sacrebleu=97.14, sentences=500, dev_ppl=1.094, capability="AVX512") -> dict:
+def record(sacrebleu=97.14, sentences=500, dev_ppl=1.094, capability="AVX512", chrf=98.61) -> dict:
     return {
         "host": {"machine": "x86_64", "cpus": 2},
         "software": {"torch": "2.13.0+cpu"},
         "experiments": {"tiny": {"dev_ppl": dev_ppl, "device": "CPU", "cpu": {"capability": capability}}},
         "scores": {"tiny/averaged/test": {"sacrebleu": sacrebleu, "tokenized_bleu": 97.29,
-                                          "chrf": 98.61, "sentences": sentences}},
+                                          "chrf": chrf, "sentences": sentences}},
     }  # fmt: skip
 
 
@@ -44,6 +44,12 @@ def test_a_figure_within_its_tolerance_is_reproduced_and_one_beyond_it_differs()
         "tiny dev_ppl: differs: 1.2 here, 1.094 committed (tolerance 5.0%)"
     )
     assert found["tiny/averaged/test chrf"].reproduced
+    # chrF is held to its own tolerance, not BLEU's
+    found = verdicts(record(sacrebleu=95.64, chrf=97.11), record(), bleu=2.5, chrf=1.0)
+    assert found["tiny/averaged/test sacrebleu"].reproduced
+    assert found["tiny/averaged/test chrf"].line() == (
+        "tiny/averaged/test chrf: differs: 97.11 here, 98.61 committed (tolerance 1)"
+    )
 
 
 def test_other_data_scored_a_missing_figure_and_no_tolerance_all_differ():
