@@ -162,6 +162,11 @@ def tolerance_from_seeds(
     return float(t.ppf(1 - level / (2 * comparisons), freedom)) * math.sqrt(2) * pooled
 
 
+def experiment_of(run: str) -> str:
+    """The experiment a training run belongs to: `tiny` for `tiny` and `tiny.seed3`."""
+    return run.split(".seed")[0]
+
+
 def seed_spreads(record: dict) -> dict[str, list[tuple[float, int]]]:
     """From a study trained with several seeds (its run.json): each experiment's sd over seeds
     and their number, of every BLEU figure, of every chrF figure, and of its dev perplexity
@@ -175,11 +180,11 @@ def seed_spreads(record: dict) -> dict[str, list[tuple[float, int]]]:
     for key, score in record.get("scores", {}).items():
         run, _, figure = key.partition("/")
         if isinstance(score.get("chrf"), int | float):
-            chrf.setdefault(f"{run.split('.seed')[0]}/{figure}", []).append(score["chrf"])
+            chrf.setdefault(f"{experiment_of(run)}/{figure}", []).append(score["chrf"])
     perplexities: dict[str, list[float]] = {}
     for name, experiment in record.get("experiments", {}).items():
         if isinstance(experiment.get("dev_ppl"), int | float):
-            perplexities.setdefault(name.split(".seed")[0], []).append(experiment["dev_ppl"])
+            perplexities.setdefault(experiment_of(name), []).append(experiment["dev_ppl"])
     relative = [
         (statistics.stdev(values) / statistics.fmean(values), len(values))
         for values in perplexities.values()
