@@ -527,6 +527,42 @@ def test_readme_quotes_the_committed_wmt14_sample_run():
     assert "Transformer (base model)" in table and "(sacrebleu wmt14/full, 3003 lines)" in table
 
 
+COPY_BASELINES = {  # README row, docs/results.md row and its figures, the split's files
+    "multi30k": (
+        "| Multi30k",
+        "| the English source copied (a trivial baseline) |",
+        ("sacrebleu", "tokenized_bleu", "chrf"),
+        ("multi30k/test_2016_flickr.en", "multi30k/test_2016_flickr.de"),
+    ),
+    "wmt14_en_de_sample": (
+        "| WMT14 EN→DE, a 10000-pair sample",
+        "| newstest2014, full: the English source copied (a trivial baseline) |",
+        ("tokenized_bleu", "sacrebleu", "chrf"),
+        ("wmt14_newstest/full/newstest2014.en-de.en", "wmt14_newstest/full/newstest2014.en-de.de"),
+    ),
+}
+
+
+@pytest.mark.parametrize("study", COPY_BASELINES)
+def test_a_translation_result_stands_beside_copying_its_source(study):
+    """A result is evidence only beside a trivial baseline on the same data: the README's
+    sacreBLEU of the test split's source copied as its translation, and docs/results.md's
+    figures of it, are what the workflow's scorer gives."""
+    from aiayn.score.bleu import score
+
+    readme_start, page_start, columns, files = COPY_BASELINES[study]
+    source, reference = (shared(*name.split("/")).read_text().splitlines() for name in files)
+    figures = score(source, reference, target_lang="de", resamples=1)
+    row = readme_row(readme_start)
+    quoted = re.search(r"copying the source ([\d.]+)\)", row).group(1)
+    assert shows(quoted, figures["sacrebleu"]["score"]), row
+    page_row = next(line for line in doc("results.md").splitlines() if line.startswith(page_start))
+    cells = [cell.strip() for cell in page_row.split("|") if cell.strip()][-3:]
+    assert all(
+        shows(cell, figures[name]["score"]) for cell, name in zip(cells, columns, strict=True)
+    ), cells
+
+
 def test_readme_quotes_the_committed_parsing_run():
     """The README's Table 4 row is the run recorded in results/ptb_sample/run.json, and the
     committed Table 4 and score file agree with it."""
