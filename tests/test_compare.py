@@ -174,3 +174,13 @@ def test_aiayn_results_compare_on_a_git_checkout(tmp_path, capsys):
         f"committed (tolerance {stated['reproduction']['bleu']:g})\n"
     ) in out
     assert "  recorded environment: experiments.tiny.precision: bf16 here, fp32 committed\n" in out
+
+
+def test_a_run_belongs_to_the_experiment_its_seed_suffix_names():
+    """Only the `.seed<k>` suffix seed_runs appends is taken off; `.` is allowed in names."""
+    from aiayn.config.plan.runs import seed_runs
+
+    runs = seed_runs({"tiny": {"seeds": 3}, "tiny.seeds_ablation": {"seeds": 2}})
+    assert {run: compare.experiment_of(run) for run in runs} == {
+        run: experiment for run, (experiment, _) in runs.items()
+    }

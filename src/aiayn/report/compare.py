@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 import subprocess
 from dataclasses import dataclass
@@ -163,8 +164,9 @@ def tolerance_from_seeds(
 
 
 def experiment_of(run: str) -> str:
-    """The experiment a training run belongs to: `tiny` for `tiny` and `tiny.seed3`."""
-    return run.split(".seed")[0]
+    """The experiment a training run belongs to: `tiny` for `tiny` and `tiny.seed3` (the names
+    config.plan.runs.seed_runs gives), `tiny.seeds_ablation` for itself."""
+    return re.sub(r"\.seed\d+$", "", run)
 
 
 def seed_spreads(record: dict) -> dict[str, list[tuple[float, int]]]:
