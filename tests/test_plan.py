@@ -60,8 +60,9 @@ def test_each_experiment_scores_averaged_dev_and_test_and_the_last_checkpoint_on
 def test_parsers_and_translators_are_told_apart_and_reported_in_their_own_tables(with_parser):
     plan = Plan(with_parser)
     assert plan.data.treebanks() == ["ptb_sample"]
-    assert plan.runs.parsers() == ["parser_sample"]
-    assert "parser_sample" not in plan.runs.translators()
+    seeds = ["parser_sample", "parser_sample.seed2", "parser_sample.seed3"]  # seeds: 3
+    assert plan.runs.parsers() == seeds
+    assert not set(seeds) & set(plan.runs.translators())
     files = plan.report.files()
     assert plan.study == "toy+ptb_sample"
     results = "results/toy+ptb_sample"
@@ -70,10 +71,10 @@ def test_parsers_and_translators_are_told_apart_and_reported_in_their_own_tables
     assert plan.report.shown("params") == []
     inputs = plan.report.inputs("table4")
     assert inputs["scores"] == [
-        f"{results}/scores/parser_sample/averaged/dev.json",
-        f"{results}/scores/parser_sample/averaged/test.json",
+        f"{results}/scores/{run}/averaged/{split}.json" for run in seeds for split in ("dev", "test")
     ]
-    assert inputs["train_records"] == ["data/ptb_sample/clean/train.en-ptb.json"]
+    # one per parser (a row of Table 4 each), zipped with them by the table's script
+    assert inputs["train_records"] == ["data/ptb_sample/clean/train.en-ptb.json"] * 3
     assert set(plan.report.vocabulary_sizes()) == {"toy"}  # the parser's vocabulary is not counted
 
 
@@ -94,7 +95,7 @@ def test_a_parser_that_parses_dev_as_it_trains_reads_those_files_and_gets_its_cu
         "inputs": [*read, *lexicon],  # what the train rule waits for
     }
     results = "results/toy+ptb_sample"
-    assert plan.report.shown("parse_curves") == ["parser_sample"]
+    assert plan.report.shown("parse_curves") == plan.runs.parsers()  # each seed a curve
     assert f"{results}/figures/parse_curves.pdf" in plan.report.files()
     assert plan.report.inputs("parse_curves")["baselines"] == [
         f"{results}/baselines/ptb_sample/dev.json"
