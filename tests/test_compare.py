@@ -184,3 +184,23 @@ def test_a_run_belongs_to_the_experiment_its_seed_suffix_names():
     assert {run: compare.experiment_of(run) for run in runs} == {
         run: experiment for run, (experiment, _) in runs.items()
     }
+
+
+def test_a_parsers_tolerance_comes_from_its_f1_and_perplexity_over_seeds():
+    """A parser has no BLEU, chrF or seed_scores: its F1 over seeds (each figure apart, pooled)
+    and its dev perplexity's give its tolerances, over the 2 x 3 figures of its three seeds."""
+    f1 = {"parser": (60.0, 62.0), "parser.seed2": (61.0, 65.0), "parser.seed3": (62.0, 62.0)}
+    seeded = {
+        "experiments": {run: {"dev_ppl": ppl} for run, ppl in
+                        [("parser", 2.0), ("parser.seed2", 2.2), ("parser.seed3", 2.4)]},
+        "scores": {f"{run}/averaged/{split}": {"f1": value, "sentences": 100}
+                   for run, values in f1.items() for split, value in zip(("dev", "test"), values)},
+    }  # fmt: skip
+    spreads = compare.seed_spreads(seeded)
+    assert spreads["bleu"] == spreads["chrf"] == []
+    assert sorted(spreads["f1"]) == [(1.0, 3), (pytest.approx(3**0.5), 3)]  # dev; test
+    assert spreads["perplexity"] == [(pytest.approx(0.2 / 2.2), 3)]
+    derived = compare.derived_tolerances(seeded, seeded)
+    assert set(derived) == {"f1", "perplexity"}
+    pooled = compare.tolerance_from_seeds([(1.0, 3), (3**0.5, 3)], comparisons=6 + 3)
+    assert derived["f1"] == pytest.approx(pooled)  # pooled sd sqrt(2), 4 degrees of freedom

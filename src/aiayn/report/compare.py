@@ -171,18 +171,19 @@ def experiment_of(run: str) -> str:
 
 def seed_spreads(record: dict) -> dict[str, list[tuple[float, int]]]:
     """From a study trained with several seeds (its run.json): each experiment's sd over seeds
-    and their number, of every BLEU figure, of every chrF figure, and of its dev perplexity
-    relative to the mean."""
+    and their number, of every BLEU figure, of every chrF figure, of every parser's F1, and of
+    its dev perplexity relative to the mean."""
     bleu = [
         (entry["sacrebleu_sd"], entry["seeds"])
         for entry in record.get("seed_scores", {}).values()
         if entry.get("sacrebleu_sd") is not None
     ]
-    chrf: dict[str, list[float]] = {}  # "<experiment>/<checkpoint>/<split>" -> each seed's
-    for key, score in record.get("scores", {}).items():
+    per_seed: dict[str, dict[str, list[float]]] = {"chrf": {}, "f1": {}}
+    for key, score in record.get("scores", {}).items():  # "<run>/<checkpoint>/<split>"
         run, _, figure = key.partition("/")
-        if isinstance(score.get("chrf"), int | float):
-            chrf.setdefault(f"{experiment_of(run)}/{figure}", []).append(score["chrf"])
+        for field, values in per_seed.items():
+            if isinstance(score.get(field), int | float):
+                values.setdefault(f"{experiment_of(run)}/{figure}", []).append(score[field])
     perplexities: dict[str, list[float]] = {}
     for name, experiment in record.get("experiments", {}).items():
         if isinstance(experiment.get("dev_ppl"), int | float):
@@ -192,10 +193,11 @@ def seed_spreads(record: dict) -> dict[str, list[tuple[float, int]]]:
         for values in perplexities.values()
         if len(values) > 1
     ]
-    spread = [
-        (statistics.stdev(values), len(values)) for values in chrf.values() if len(values) > 1
-    ]
-    return {"bleu": bleu, "chrf": spread, "perplexity": relative}
+    spreads = {
+        field: [(statistics.stdev(v), len(v)) for v in values.values() if len(v) > 1]
+        for field, values in per_seed.items()
+    }
+    return {"bleu": bleu, **spreads, "perplexity": relative}
 
 
 def derived_tolerances(seeded: dict, compared: dict) -> dict[str, float]:
