@@ -104,6 +104,7 @@ DERIVED_FROM = {
     "toy": ("toy_seeds", "config.yaml"),
     "toy_seeds": ("toy_seeds", "configs/toy_seeds.yaml"),
     "wmt14_en_de_sample": ("wmt14_en_de_sample", "configs/wmt14_en_de_sample.yaml"),
+    "ptb_sample": ("ptb_sample", "configs/parsing.yaml"),
 }
 
 
@@ -123,13 +124,13 @@ def test_a_studys_tolerance_is_derived_from_the_committed_seeds(study):
     stated = yaml.safe_load((PROJECT / config).read_text())["reproduction"]
     assert stated == {kind: two_digits(value) for kind, value in derived.items()}
     docs = (PROJECT / "docs/results.md").read_text()
-    row = (
-        f"| {study} | {stated['bleu']} BLEU | {stated['chrf']} chrF | {stated['perplexity']:.1%} |"
-    )
+    points = [f"{stated[kind]} {name}" if kind in stated else "none"
+              for kind, name in (("bleu", "BLEU"), ("chrf", "chrF"), ("f1", "F1"))]  # fmt: skip
+    row = f"| {study} | {' | '.join(points)} | {stated['perplexity']:.1%} |"
     assert row in docs
 
 
-@pytest.mark.parametrize("study", ["multi30k", "ptb_sample"])
+@pytest.mark.parametrize("study", ["multi30k"])
 def test_a_study_without_seeds_states_no_tolerance(study):
     """A study trained with one seed has no spread to derive a tolerance from: its rerun's
     figures are reproduced only when equal, and docs/results.md says so."""
@@ -194,7 +195,8 @@ def test_a_parsers_tolerance_comes_from_its_f1_and_perplexity_over_seeds():
         "experiments": {run: {"dev_ppl": ppl} for run, ppl in
                         [("parser", 2.0), ("parser.seed2", 2.2), ("parser.seed3", 2.4)]},
         "scores": {f"{run}/averaged/{split}": {"f1": value, "sentences": 100}
-                   for run, values in f1.items() for split, value in zip(("dev", "test"), values)},
+                   for run, values in f1.items()
+                   for split, value in zip(("dev", "test"), values, strict=True)},
     }  # fmt: skip
     spreads = compare.seed_spreads(seeded)
     assert spreads["bleu"] == spreads["chrf"] == []

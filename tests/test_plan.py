@@ -71,7 +71,9 @@ def test_parsers_and_translators_are_told_apart_and_reported_in_their_own_tables
     assert plan.report.shown("params") == []
     inputs = plan.report.inputs("table4")
     assert inputs["scores"] == [
-        f"{results}/scores/{run}/averaged/{split}.json" for run in seeds for split in ("dev", "test")
+        f"{results}/scores/{run}/averaged/{split}.json"
+        for run in seeds
+        for split in ("dev", "test")
     ]
     # one per parser (a row of Table 4 each), zipped with them by the table's script
     assert inputs["train_records"] == ["data/ptb_sample/clean/train.en-ptb.json"] * 3
