@@ -128,11 +128,34 @@ def test_aiayn_lengths_decodes_as_the_workflow_and_accounts_for_every_output(mul
     assert "finalize_fairseq" in averaged
 
 
+def ct2_translations(translator, pieces: list[list[str]], decode: dict) -> list[list[str]]:
+    """CTranslate2's beam search as our decode rule runs it: the experiment's beam and alpha
+    (aiayn_export.json), `<pad>` and `<s>` never emitted, and each sentence stopped at its own
+    source length (with `</s>`) + max_length_offset tokens. CTranslate2's limit is one per call
+    (`max_decoding_length`), so sources go in groups of one length: with its default of 256
+    tokens, 4% of the CI model's test outputs ran on far past ours (output length 1.13 of the
+    reference's against our 0.92), and float32 scored 2.4 BLEU below our decode of the same
+    weights (int8 0.6 above float32) on an Intel Xeon."""
+    by_length: dict[int, list[int]] = {}
+    for index, sentence in enumerate(pieces):
+        by_length.setdefault(len(sentence) + 1, []).append(index)
+    outputs: list[list[str]] = [[] for _ in pieces]
+    for length, indices in by_length.items():
+        found = translator.translate_batch(
+            [pieces[index] for index in indices], beam_size=decode["beam"],
+            length_penalty=decode["alpha"], suppress_sequences=[["<pad>"], ["<s>"]],
+            max_decoding_length=length + decode["max_length_offset"], max_batch_size=64,
+        )  # fmt: skip
+        for index, result in zip(indices, found, strict=True):
+            outputs[index] = result.hypotheses[0]
+    return outputs
+
+
 def test_an_int8_ctranslate2_export_scores_within_half_a_bleu_of_float32(multi30k_run, tmp_path):
-    """`aiayn export --format ct2` in float32 and int8: CTranslate2's beam search with the
-    experiment's beam and alpha (from aiayn_export.json) over test_2016_flickr, sacreBLEU against
-    the reference; int8 weights cost at most 0.5 BLEU, and float32 scores near the workflow's own
-    (the t2t end rule and the per-sentence length limit are ours only)."""
+    """`aiayn export --format ct2` in float32 and int8, decoded by CTranslate2 as our decode
+    rule does (ct2_translations) over test_2016_flickr, sacreBLEU against the reference: int8
+    weights cost at most 0.5 BLEU, and float32 scores within 1 BLEU of the workflow's own decode
+    of the same weights (only the t2t end rule, ((5 + length) / 6)^alpha, is ours alone)."""
     ctranslate2 = pytest.importorskip("ctranslate2", reason="pip install -e '.[export]'")
     import sacrebleu
     import sentencepiece
@@ -152,14 +175,10 @@ def test_an_int8_ctranslate2_export_scores_within_half_a_bleu_of_float32(multi30
         cut = sentencepiece.SentencePieceProcessor(model_file=str(folder / "sentencepiece.model"))
         translator = ctranslate2.Translator(str(folder), device="cpu", intra_threads=2)
         decode = json.loads((folder / "aiayn_export.json").read_text())["decode"]
-        found = translator.translate_batch(
-            [cut.encode(line, out_type=str) for line in sources], beam_size=decode["beam"],
-            length_penalty=decode["alpha"], suppress_sequences=[["<pad>"], ["<s>"]],
-            max_batch_size=64,
-        )  # fmt: skip
-        hypotheses = [cut.decode(result.hypotheses[0]) for result in found]
+        pieces = [cut.encode(line, out_type=str) for line in sources]
+        hypotheses = [cut.decode(out) for out in ct2_translations(translator, pieces, decode)]
         scores[quantization] = sacrebleu.corpus_bleu(hypotheses, [references]).score
     ours = load_json(multi30k_run / "results" / "multi30k" / "scores" / "multi30k_ci" /
                      "averaged" / "test_2016_flickr.json")["sacrebleu"]["score"]  # fmt: skip
-    assert abs(scores["int8"] - scores["float32"]) <= 0.5, scores
-    assert abs(scores["float32"] - ours) <= 1.5, (scores, ours)
+    assert scores["int8"] >= scores["float32"] - 0.5, scores
+    assert abs(scores["float32"] - ours) <= 1.0, (scores, ours)
