@@ -791,13 +791,14 @@ def test_every_bad_input_row_is_checked_by_the_test_it_names():
 
 
 def test_readme_states_the_fault_matrix_the_tests_run():
-    from tests.test_faults import KILLS_PER_STAGE, STAGES
+    from tests.test_faults import KILLS_PER_STAGE, STAGES, TRAIN_KILL_STEPS
 
     readme = (PROJECT / "README.md").read_text(encoding="utf-8").replace("\n", " ")
-    kills = KILLS_PER_STAGE * len(STAGES)
+    others = len(STAGES) - 1
+    kills = len(TRAIN_KILL_STEPS) + KILLS_PER_STAGE * others
     assert (
-        f"{KILLS_PER_STAGE} seeded points in each of the {len(STAGES)} stages, {kills} kills"
-        in readme
+        f"`kill -9` at {kills} seeded points: {len(TRAIN_KILL_STEPS)} training steps,"
+        f" {KILLS_PER_STAGE} in each of the {others} other stages" in readme
     )
 
 
