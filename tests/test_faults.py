@@ -37,7 +37,7 @@ STAGES = (
     "figure",
 )
 # Training is killed once before its first checkpoint (step 10), once between the two (10, 20)
-# and once after the last; every other stage twice, at seeded times (three each took CI 11 min).
+# and once after the last; every other stage twice, at seeded times (three each: 33 kills).
 TRAIN_KILL_STEPS = ((2, 9), (11, 19), (21, 28))
 KILLS_PER_STAGE = 2
 SEED = 24
@@ -173,7 +173,7 @@ def same_outputs(reference: Path, faulted: Path) -> None:
 
 
 @pytest.mark.workflow
-@pytest.mark.timeout(1800)  # 23 kills and reruns: about 5 minutes on 2 cores
+@pytest.mark.timeout(1800)  # 23 kills and reruns: 9 to 11 minutes on 2 Intel Xeon cores
 def test_kill_9_at_seeded_points_of_every_stage_then_recovery_gives_the_same_outputs(tmp_path):
     reference = small_project(tmp_path / "reference")
     seconds = first_job_seconds(reference, tmp_path / "reference.log")
