@@ -40,6 +40,7 @@ STAGES = (
 # and once after the last; every other stage twice, at seeded times (three each: 33 kills).
 TRAIN_KILL_STEPS = ((2, 9), (11, 19), (21, 28))
 KILLS_PER_STAGE = 2
+KILLS = {stage: len(TRAIN_KILL_STEPS) if stage == "train" else KILLS_PER_STAGE for stage in STAGES}
 SEED = 24
 FINISHED = re.compile(r"^Finished jobid: \d+ \(Rule: (\w+)\)", re.M)
 
@@ -188,9 +189,8 @@ def test_kill_9_at_seeded_points_of_every_stage_then_recovery_gives_the_same_out
         # Bring what comes before the stage up to date, then kill the stage's jobs.
         complete(faulted, log, "--omit-from", stage)
         hits: list[float] = []
-        kills = len(steps) if stage == "train" else KILLS_PER_STAGE
-        for _ in range(3 * kills):
-            if len(hits) == kills:
+        for _ in range(3 * KILLS[stage]):
+            if len(hits) == KILLS[stage]:
                 break
             if stage == "train":
                 delay, step = 0.0, steps[len(hits)]
@@ -203,7 +203,6 @@ def test_kill_9_at_seeded_points_of_every_stage_then_recovery_gives_the_same_out
                 seconds[stage] = min(seconds[stage], took)
         landed[stage] = hits
     print("kill points (seconds into the stage's first job; training: steps):", landed)
-    assert all(len(hits) == (len(steps) if stage == "train" else KILLS_PER_STAGE)
-               for stage, hits in landed.items()), landed  # fmt: skip
+    assert {stage: len(hits) for stage, hits in landed.items()} == KILLS, landed
     complete(faulted, log)
     same_outputs(reference, faulted)

@@ -791,14 +791,12 @@ def test_every_bad_input_row_is_checked_by_the_test_it_names():
 
 
 def test_readme_states_the_fault_matrix_the_tests_run():
-    from tests.test_faults import KILLS_PER_STAGE, STAGES, TRAIN_KILL_STEPS
+    from tests.test_faults import KILLS, KILLS_PER_STAGE
 
     readme = (PROJECT / "README.md").read_text(encoding="utf-8").replace("\n", " ")
-    others = len(STAGES) - 1
-    kills = len(TRAIN_KILL_STEPS) + KILLS_PER_STAGE * others
     assert (
-        f"`kill -9` at {kills} seeded points: {len(TRAIN_KILL_STEPS)} training steps,"
-        f" {KILLS_PER_STAGE} in each of the {others} other stages" in readme
+        f"`kill -9` at {sum(KILLS.values())} seeded points: {KILLS['train']} training steps,"
+        f" {KILLS_PER_STAGE} in each of the {len(KILLS) - 1} other stages" in readme
     )
 
 
