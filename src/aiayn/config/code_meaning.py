@@ -32,14 +32,22 @@ def meaning_version(source: str, filename: str = "<source>") -> str:
 
 def file_meaning_version(path: Path) -> str:
     """`meaning_version` of a file's text; a file unchanged since (same modification time and
-    size) is not parsed again: every rule and stage of a study versions the shared modules."""
+    size) is not hashed again: every rule and stage of a study versions the shared modules."""
     status = os.stat(path)
     return cached_version(str(Path(path).resolve()), status.st_mtime_ns, status.st_size)
 
 
 @functools.lru_cache(maxsize=4096)
 def cached_version(path: str, modified_ns: int, size: int) -> str:
-    return meaning_version(Path(path).read_text(encoding="utf-8"), filename=path)
+    tree = parsed_file(path, modified_ns, size)
+    return hashlib.sha256(canonical(tree).encode()).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=4096)
+def parsed_file(path: str, modified_ns: int, size: int) -> ast.Module:
+    """A file's syntax tree, parsed once for its version and its imports
+    (aiayn.config.workflow.imported_names); never modified by either."""
+    return ast.parse(Path(path).read_text(encoding="utf-8"), filename=path)
 
 
 def canonical(node) -> str:
