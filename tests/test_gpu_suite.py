@@ -1,7 +1,8 @@
 """bench/gpu_suite.py: what a session lent a GPU runs, kept working while none is lent.
 
-The smoke run is the device sequence (install check, device, decode, train, Multi30k through
-snakemake) at CPU sizes; collect then files what it wrote as a device call's $OUT.
+The smoke run is the device sequence (install, device, decode, train, Multi30k through
+snakemake) at CPU sizes, the call's parts in a bare virtual environment as on the device;
+collect then files what it wrote as a device call's $OUT.
 """
 
 from __future__ import annotations
@@ -27,142 +28,6 @@ DEVICE_FILE_LIMIT = 8
 def suite(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     command = [sys.executable, str(PROJECT / "bench" / "gpu_suite.py"), *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=PROJECT)
-
-
-@pytest.mark.workflow
-def test_smoke_run_takes_every_part_in_order_and_collect_files_it(tmp_path):
-    shared("wmt14_newstest", "full", "newstest2014.en-de.en")
-    shared("multi30k", "raw_gz", "train.en.gz")
-    shared("opennmt_toy_ende", "src-train.txt")
-    out, later, work, checkout = (tmp_path / name for name in ("out", "later", "work", "checkout"))
-    result = suite("run", "--smoke", "--out", str(out), "--work", str(work))
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads((out / "suite.json").read_text())
-    assert list(report["parts"]) == list(gpu_suite.ONE_CALL)
-    assert all(part["status"] == "done" for part in report["parts"].values()), report
-    assert report["install"] == "skipped: --smoke (the packages here serve)"
-    returned = sorted(path.name for path in out.iterdir())
-    assert len(returned) <= DEVICE_FILE_LIMIT and all(path.is_file() for path in out.iterdir())
-    assert returned == [
-        "decode.prof.txt",
-        "decode_speed.json",
-        "device.json",
-        "suite.json",
-        "suite.log",
-        "train.prof.txt",
-        "train_throughput.json",
-    ]
-
-    device = json.loads((out / "device.json").read_text())
-    assert device["bf16_tflops"] > 0 and device["fp32_tflops"] > 0 and device["torch"]
-    assert device["packages"]["deepspeed"] == version("deepspeed")  # what the call ran on
-    # decode_proxy (a random model, outputs capped at source length), decode_base (trained;
-    # no generate() in the headline, no naive), then the extras' naive decoder
-    decode = json.loads((out / "decode_speed.json").read_text())["runs"]
-    assert [run["batch_tokens"] for run in decode] == [400, 400, 400]
-    assert [run["repeats"] for run in decode] == [1, 1, 1]
-    assert [run["max_length_offset"] for run in decode] == [0, 50, 50]
-    proxy, trained = decode[0], decode[1]
-    assert proxy["model"].startswith("tiny (random initialisation") and "cut" not in proxy
-    assert trained["naive_recompute"] == "skipped: --no-naive"
-    assert trained["hf_marian_generate"] == "skipped: --no-peer"
-    assert trained["ancestry_same_translations"] == 1.0  # decode_base's cache A/B, in fp32
-    # decode_base times a model our trainer trained first, and how long its outputs are
-    assert trained["model"].startswith("tiny trained on src-train.txt, 1000 target tokens a step")
-    assert trained["ours_cached"]["output_to_reference_length"] >= 0
-    training = trained["training"]  # checked on newstest2013 at steps 2 and 3, or stopped at 2
-    first, last = training["dev"][0], training["dev"][-1]
-    assert first["step"] == 2 and first["length_ratio"] > 0 and 0 <= first["empty"] <= 1
-    assert 0 <= first["at_length_limit"] <= 1 and first["median_sentence_ratio"] >= 0
-    assert last["step"] == training["steps"] and training["first_loss"] > 0
-    assert (training["stopped_by"] == "dev gates") == last["passed"]
-    assert last["passed"] == (0.8 <= last["length_ratio"] <= 1.25 and last["empty"] <= 0.02
-                              and 0.8 <= last["median_sentence_ratio"] <= 1.25
-                              and last["at_length_limit"] <= 0.02)  # fmt: skip
-    assert training["steps"] == 3 or training["stopped_by"] == "dev gates"
-    by_alpha = training["dev_bleu_by_alpha"]  # alpha chosen on dev, then the test set timed
-    assert len(by_alpha) == 3 and trained["alpha"] == training["alpha"]
-    assert by_alpha[str(training["alpha"])] == max(by_alpha.values())
-    assert decode[2]["model"].startswith("tiny (random initialisation")
-    assert decode[2]["same_translations"] == 1.0 and decode[2]["speedup"] > 0
-    assert "aten::" in (out / "decode.prof.txt").read_text()
-    train = json.loads((out / "train_throughput.json").read_text())
-    assert train["measured_peak_tflops"] == device["bf16_tflops"]
-    # one row per preset, merged from the parts' runs: ours and its A/Bs; naive (an extra)
-    (row,) = train["results"]
-    ours = row["ours"]["target_tokens_per_s"]
-    assert row["preset"] == "tiny" and ours > 0 and row["model_flops_per_target_token"] > 0
-    assert "mfu_vs_measured_peak" in row["ours"]
-    assert report["projected_hours_one_device"] == {}  # tiny is none of Table 2's models
-    naive = row["naive_fp32_nn_transformer"]["target_tokens_per_s"]
-    assert naive > 0 and row["speedup"] == pytest.approx(ours / naive, abs=0.01)
-    without_waits = row["ours_sync_free"]  # bf16 as on a GPU: it ran (#46 item 1)
-    assert without_waits["sync_free"] == "losses, skips and schedule"
-    assert without_waits["skipped_steps"] == 0 and row["sync_free_speedup"] == pytest.approx(
-        without_waits["target_tokens_per_s"] / ours, abs=0.01
-    )
-    assert row["ours"]["loss_kernel"] == "sliced" and row["ours"]["warmup_seconds"] > 0
-    step = row["ours"]  # what the step held and took (#67): real tokens, not the budget
-    assert (
-        0 < step["real_target_tokens_per_step"] <= 1000
-        and step["padded_per_real_target_token"] >= 1
-    )
-    assert 0 < step["host_step_ms"] <= step["step_ms"] and step["device_step_ms"] is None
-    assert step["peak_memory_mib"] > 0 and step["peak_memory_of"] == "process RSS"
-    assert row["fused_qkv_speedup"] > 0 and row["one_micro_batch_speedup"] > 0  # the A/Bs ran
-    probe = row["ours_host_probe"]  # the same step at 512 tokens: what the host costs a step
-    assert 0 < probe["real_target_tokens_per_step"] <= 512 and probe["step_ms"] > 0
-    check = report["sync_check"]  # sync_free's step against DeepSpeed's, an overflow injected
-    assert check["passed"] and check["skipped_steps"] == [1, 1] and check["same_weights"]
-    assert check["no_sync_inside_step"] == "not checked: CUDA only"  # the sync mode is CUDA's
-    table1 = report["complexity_gpu"]  # Table 1's figure on the device (#76), each layer type
-    assert table1["grid"]["lengths"] == [8, 16] and len(table1["layers"]) == 6
-    assert all(min(layer["seconds"]) > 0 for layer in table1["layers"].values())
-    assert row["ours"]["precision"] == without_waits["precision"] == "bf16"
-    # base also in fp16 (what a V100 gets), on a GPU only; every run of ours says its loss
-    assert row["ours_fp16"] == "skipped: fp16 needs a CUDA GPU"
-    assert row["ours"]["loss_per_token"] > 0 and without_waits["loss_per_token"] > 0
-    profile = (out / "train.prof.txt").read_text()  # where our training step's time goes
-    assert profile.startswith("2+2 layers, d_model 128: 2 steps of 1000 target tokens, sorted by")
-    assert "aten::" in profile
-
-    # Multi30k on the GPU: a command of its own, for a later lend
-    result = suite(
-        "run", "--smoke", "--parts", "multi30k", "--out", str(later), "--work", str(work)
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads((later / "suite.json").read_text())["parts"]["multi30k"]["status"] == "done"
-    with tarfile.open(later / "multi30k_gpu.tar.gz") as archive:
-        names = set(archive.getnames())
-        score = json.load(archive.extractfile("scores/multi30k_gpu_small/averaged/val.json"))
-    assert {"tables/table2.md", "run.json"} <= names  # the study's results
-    for name in ("multi30k_gpu_small", "multi30k_gpu_base"):  # both trained, both scored
-        assert f"runs/{name}/train.json" in names
-        assert f"scores/{name}/averaged/test_2016_flickr.json" in names
-    assert score["sacrebleu"]["score"] >= 0
-
-    for returned in (out, later):
-        result = suite("collect", str(returned), "--into", str(checkout))
-        assert result.returncode == 0, result.stderr[-3000:]
-    results = checkout / "bench" / "results"
-    assert sorted(path.name for path in results.iterdir()) == [
-        "complexity-gpu.png",
-        "decode_profile-gpu.txt",
-        "decode_proxy-gpu.json",
-        "decode_speed-gpu.json",
-        "decode_speed_sweep-gpu.json",
-        "device-gpu.json",
-        "suite-gpu.json",
-        "train_profile-gpu.txt",
-        "train_throughput-gpu.json",
-    ]
-    quoted = json.loads((results / "decode_speed-gpu.json").read_text())
-    assert quoted == trained  # the headline run, base at 16k tokens, in bench's own format
-    assert json.loads((results / "decode_proxy-gpu.json").read_text()) == proxy
-    assert json.loads((results / "suite-gpu.json").read_text())["parts"] == report["parts"]
-    assert (checkout / "results" / "multi30k_gpu" / "run.json").exists()
-    assert (checkout / "results" / "multi30k_gpu" / "tables" / "table2.md").exists()
-    assert sorted(p.name for p in (checkout / "results").iterdir()) == ["multi30k_gpu"]
 
 
 def test_one_call_takes_the_headline_figures_first_and_its_caps_fit_its_budget():
@@ -233,15 +98,111 @@ def test_a_failed_install_is_logged_and_the_parts_run_on_what_is_there(tmp_path)
     assert "the parts run on the image's packages" in (out / "suite.log").read_text()
 
 
+def check_the_call(out) -> tuple[dict, dict, dict]:
+    """What the device call (every part of ONE_CALL, at smoke size) wrote to `out`: its report,
+    and the proxy's and the headline's decode runs, which collect files."""
+    report = json.loads((out / "suite.json").read_text())
+    assert list(report["parts"]) == list(gpu_suite.ONE_CALL)
+    assert all(part["status"] == "done" for part in report["parts"].values()), report
+    returned = sorted(path.name for path in out.iterdir())
+    assert len(returned) <= DEVICE_FILE_LIMIT and all(path.is_file() for path in out.iterdir())
+    assert returned == [
+        "decode.prof.txt",
+        "decode_speed.json",
+        "device.json",
+        "suite.json",
+        "suite.log",
+        "train.prof.txt",
+        "train_throughput.json",
+    ]
+
+    device = json.loads((out / "device.json").read_text())
+    assert device["bf16_tflops"] > 0 and device["fp32_tflops"] > 0 and device["torch"]
+    # decode_proxy (a random model, outputs capped at source length), decode_base (trained;
+    # no generate() in the headline, no naive), then the extras' naive decoder
+    decode = json.loads((out / "decode_speed.json").read_text())["runs"]
+    assert [run["batch_tokens"] for run in decode] == [400, 400, 400]
+    assert [run["repeats"] for run in decode] == [1, 1, 1]
+    assert [run["max_length_offset"] for run in decode] == [0, 50, 50]
+    proxy, trained = decode[0], decode[1]
+    assert proxy["model"].startswith("tiny (random initialisation") and "cut" not in proxy
+    assert trained["naive_recompute"] == "skipped: --no-naive"
+    assert trained["hf_marian_generate"] == "skipped: --no-peer"
+    assert trained["ancestry_same_translations"] == 1.0  # decode_base's cache A/B, in fp32
+    # decode_base times a model our trainer trained first, and how long its outputs are
+    assert trained["model"].startswith("tiny trained on src-train.txt, 1000 target tokens a step")
+    assert trained["ours_cached"]["output_to_reference_length"] >= 0
+    training = trained["training"]  # checked on newstest2013 at steps 2 and 3, or stopped at 2
+    first, last = training["dev"][0], training["dev"][-1]
+    assert first["step"] == 2 and first["length_ratio"] > 0 and 0 <= first["empty"] <= 1
+    assert 0 <= first["at_length_limit"] <= 1 and first["median_sentence_ratio"] >= 0
+    assert last["step"] == training["steps"] and training["first_loss"] > 0
+    assert (training["stopped_by"] == "dev gates") == last["passed"]
+    assert last["passed"] == (0.8 <= last["length_ratio"] <= 1.25 and last["empty"] <= 0.02
+                              and 0.8 <= last["median_sentence_ratio"] <= 1.25
+                              and last["at_length_limit"] <= 0.02)  # fmt: skip
+    assert training["steps"] == 3 or training["stopped_by"] == "dev gates"
+    by_alpha = training["dev_bleu_by_alpha"]  # alpha chosen on dev, then the test set timed
+    assert len(by_alpha) == 3 and trained["alpha"] == training["alpha"]
+    assert by_alpha[str(training["alpha"])] == max(by_alpha.values())
+    assert decode[2]["model"].startswith("tiny (random initialisation")
+    assert decode[2]["same_translations"] == 1.0 and decode[2]["speedup"] > 0
+    assert "aten::" in (out / "decode.prof.txt").read_text()
+    train = json.loads((out / "train_throughput.json").read_text())
+    assert train["measured_peak_tflops"] == device["bf16_tflops"]
+    # one row per preset, merged from the parts' runs: ours and its A/Bs; naive (an extra)
+    (row,) = train["results"]
+    ours = row["ours"]["target_tokens_per_s"]
+    assert row["preset"] == "tiny" and ours > 0 and row["model_flops_per_target_token"] > 0
+    assert "mfu_vs_measured_peak" in row["ours"]
+    assert report["projected_hours_one_device"] == {}  # tiny is none of Table 2's models
+    naive = row["naive_fp32_nn_transformer"]["target_tokens_per_s"]
+    assert naive > 0 and row["speedup"] == pytest.approx(ours / naive, abs=0.01)
+    without_waits = row["ours_sync_free"]  # bf16 as on a GPU: it ran (#46 item 1)
+    assert without_waits["sync_free"] == "losses, skips and schedule"
+    assert without_waits["skipped_steps"] == 0 and row["sync_free_speedup"] == pytest.approx(
+        without_waits["target_tokens_per_s"] / ours, abs=0.01
+    )
+    assert row["ours"]["loss_kernel"] == "sliced" and row["ours"]["warmup_seconds"] > 0
+    step = row["ours"]  # what the step held and took (#67): real tokens, not the budget
+    assert (
+        0 < step["real_target_tokens_per_step"] <= 1000
+        and step["padded_per_real_target_token"] >= 1
+    )
+    assert 0 < step["host_step_ms"] <= step["step_ms"] and step["device_step_ms"] is None
+    assert step["peak_memory_mib"] > 0 and step["peak_memory_of"] == "process RSS"
+    assert row["fused_qkv_speedup"] > 0 and row["one_micro_batch_speedup"] > 0  # the A/Bs ran
+    probe = row["ours_host_probe"]  # the same step at 512 tokens: what the host costs a step
+    assert 0 < probe["real_target_tokens_per_step"] <= 512 and probe["step_ms"] > 0
+    check = report["sync_check"]  # sync_free's step against DeepSpeed's, an overflow injected
+    assert check["passed"] and check["skipped_steps"] == [1, 1] and check["same_weights"]
+    assert check["no_sync_inside_step"] == "not checked: CUDA only"  # the sync mode is CUDA's
+    table1 = report["complexity_gpu"]  # Table 1's figure on the device (#76), each layer type
+    assert table1["grid"]["lengths"] == [8, 16] and len(table1["layers"]) == 6
+    assert all(min(layer["seconds"]) > 0 for layer in table1["layers"].values())
+    assert row["ours"]["precision"] == without_waits["precision"] == "bf16"
+    # base also in fp16 (what a V100 gets), on a GPU only; every run of ours says its loss
+    assert row["ours_fp16"] == "skipped: fp16 needs a CUDA GPU"
+    assert row["ours"]["loss_per_token"] > 0 and without_waits["loss_per_token"] > 0
+    profile = (out / "train.prof.txt").read_text()  # where our training step's time goes
+    assert profile.startswith("2+2 layers, d_model 128: 2 steps of 1000 target tokens, sorted by")
+    assert "aten::" in profile
+    return report, proxy, trained
+
+
 @pytest.mark.workflow
-def test_a_bare_environment_installs_the_pack_with_no_index_and_takes_the_headline_parts(
-    tmp_path,
-):
-    """The GPU machine's way, rehearsed here: a fresh virtual environment holding only torch
-    (and the few packages the pack counts on the image for) installs everything else from the
-    pack's wheels with no index, then runs the call's first parts."""
+@pytest.mark.timeout(1800)  # install, the call and Multi30k: about 8 minutes on 2 cores
+def test_the_device_call_rehearsed_in_a_bare_environment_then_multi30k_and_collect(tmp_path):
+    """The GPU machine's way, rehearsed at smoke size: a fresh virtual environment holding only
+    torch (and the few packages the pack counts on the image for) installs everything else
+    from the pack's wheels with no index, then takes every part of the one call in order;
+    Multi30k (a later lend's command, which needs the workflow engine) runs here; collect
+    files both as a device call's $OUT."""
     shared("wmt14_newstest", "full", "newstest2014.en-de.en")
-    pack, out = tmp_path / ".device", tmp_path / "out"
+    shared("multi30k", "raw_gz", "train.en.gz")
+    shared("opennmt_toy_ende", "src-train.txt")
+    pack = tmp_path / ".device"
+    out, later, work, checkout = (tmp_path / name for name in ("out", "later", "work", "checkout"))
     result = suite("pack", "--this-python", "--folder", str(pack), "--shared", str(SHARED_DATA))
     assert result.returncode == 0, result.stderr[-3000:]
     assert (pack / "python").read_text().strip() == gpu_suite.THIS_PYTHON
@@ -260,24 +221,55 @@ def test_a_bare_environment_installs_the_pack_with_no_index_and_takes_the_headli
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH",)}
     # its own build of DeepSpeed's CPU op: never a lock in the cache the other tests share
     env["TORCH_EXTENSIONS_DIR"] = str(tmp_path / "torch_extensions")
-    parts = "device,train_base,decode_base"
     command = [python, str(PROJECT / "bench" / "gpu_suite.py"), "run", "--smoke", "--install",
-               "--pack", str(pack), "--out", str(out), "--parts", parts]  # fmt: skip
+               "--pack", str(pack), "--out", str(out), "--work", str(work)]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads((out / "suite.json").read_text())
+    report, proxy, trained = check_the_call(out)
     assert report["install"] == "done", (out / "suite.log").read_text()[-3000:]
-    assert list(report["parts"]) == parts.split(",")
-    assert all(part["status"] == "done" for part in report["parts"].values()), report
     packages = json.loads((out / "device.json").read_text())["packages"]
     pins = gpu_suite.pinned_versions()  # what the call ran on: the pack's, not the machine's
     assert {name: packages[name] for name in pins} == pins and set(pins) == set(
         gpu_suite.CALL_PACKAGES
     )
-    (row,) = json.loads((out / "train_throughput.json").read_text())["results"]
-    assert {"ours", "ours_sync_free", "ours_fused_qkv"} <= set(row)
-    decode = json.loads((out / "decode_speed.json").read_text())["runs"]
-    assert len(decode) == 1 and decode[0]["ours_cached"]["seconds"] > 0
+
+    # Multi30k on the GPU: a command of its own, for a later lend
+    result = suite(
+        "run", "--smoke", "--parts", "multi30k", "--out", str(later), "--work", str(work)
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((later / "suite.json").read_text())["parts"]["multi30k"]["status"] == "done"
+    with tarfile.open(later / "multi30k_gpu.tar.gz") as archive:
+        names = set(archive.getnames())
+        score = json.load(archive.extractfile("scores/multi30k_gpu_small/averaged/val.json"))
+    assert {"tables/table2.md", "run.json"} <= names  # the study's results
+    for name in ("multi30k_gpu_small", "multi30k_gpu_base"):  # both trained, both scored
+        assert f"runs/{name}/train.json" in names
+        assert f"scores/{name}/averaged/test_2016_flickr.json" in names
+    assert score["sacrebleu"]["score"] >= 0
+
+    for returned in (out, later):
+        result = suite("collect", str(returned), "--into", str(checkout))
+        assert result.returncode == 0, result.stderr[-3000:]
+    results = checkout / "bench" / "results"
+    assert sorted(path.name for path in results.iterdir()) == [
+        "complexity-gpu.png",
+        "decode_profile-gpu.txt",
+        "decode_proxy-gpu.json",
+        "decode_speed-gpu.json",
+        "decode_speed_sweep-gpu.json",
+        "device-gpu.json",
+        "suite-gpu.json",
+        "train_profile-gpu.txt",
+        "train_throughput-gpu.json",
+    ]
+    quoted = json.loads((results / "decode_speed-gpu.json").read_text())
+    assert quoted == trained  # the headline run, base at 16k tokens, in bench's own format
+    assert json.loads((results / "decode_proxy-gpu.json").read_text()) == proxy
+    assert json.loads((results / "suite-gpu.json").read_text())["parts"] == report["parts"]
+    assert (checkout / "results" / "multi30k_gpu" / "run.json").exists()
+    assert (checkout / "results" / "multi30k_gpu" / "tables" / "table2.md").exists()
+    assert sorted(p.name for p in (checkout / "results").iterdir()) == ["multi30k_gpu"]
 
 
 def test_a_part_over_its_cap_is_cut_and_the_others_still_run(tmp_path):
