@@ -76,6 +76,31 @@ def test_imports_inside_functions_relative_imports_and_submodules_count(tmp_path
     assert hashed == {"__init__.py", "sub/__init__.py", "sub/leaf.py", "lazy.py", "unused.py"}
 
 
+def test_an_edit_within_one_process_is_seen_by_the_imports_and_the_version(tmp_path):
+    """Both are cached per file by modification time and size (the Snakefile's rules walk the
+    same modules): an edited file is parsed again, also when the process has read it before."""
+    import os
+
+    from aiayn.config.code_meaning import file_meaning_version
+
+    package = tmp_path / "src" / "aiayn"
+    package.mkdir(parents=True)
+    for name in ("__init__.py", "first.py", "second.py"):
+        (package / name).write_text("")
+    entry = tmp_path / "script.py"
+    entry.write_text("from aiayn import first\n")
+    version = file_meaning_version(entry)
+
+    def hashed() -> set[str]:
+        return {p.relative_to(package).as_posix() for p in package_modules(entry, package.parent)}
+
+    assert hashed() == {"__init__.py", "first.py"}
+    entry.write_text("from aiayn import second\n")  # the same size: the time tells them apart
+    os.utime(entry, ns=(entry.stat().st_atime_ns, entry.stat().st_mtime_ns + 1_000_000))
+    assert hashed() == {"__init__.py", "second.py"}
+    assert file_meaning_version(entry) != version
+
+
 def test_each_rule_hashes_the_modules_its_stage_runs_and_not_other_stages():
     scripts = PROJECT / "workflow_scripts"
     train = names(package_modules(scripts / "train.py", SRC))
