@@ -49,8 +49,8 @@ def imported_names(path: Path, src_dir: Path) -> frozenset[str]:
     """Dotted names that the file's import statements may load: `from a.b import c` gives
     a.b and a.b.c (c may be a module), relative imports resolved against the file's package.
     A file unchanged since (same modification time and size) is not parsed again: every rule
-    of the Snakefile walks the shared modules, and parsing them each time was a third of
-    snakemake's start."""
+    of the Snakefile walks the shared modules, and parsing them for each rule took about a
+    second of snakemake's 4-5 s start on 2 CPU cores."""
     status = os.stat(path)
     return cached_imported_names(Path(path), Path(src_dir), status.st_mtime_ns, status.st_size)
 
