@@ -149,13 +149,19 @@ def measure(averaged: Path, run_dir: Path, split: Split, settings, alphas) -> di
     rows = []
     for weights in [*weights_files(run_dir / "weights"), averaged]:
         probe = Probe(weights, split)
-        hypotheses, _, beam = probe.decode(settings)
+        hypotheses, lines, beam = probe.decode(settings)
         greedy = probe.decode(replace(settings, search="greedy"))[2]
         rows.append({"weights": weights.stem, "beam": beam, "greedy": greedy})
         log.info("%s: beam %s, greedy %s", weights.stem, beam, greedy)
-    # The averaged model, decoded last: `probe` and `hypotheses` are its.
+    # The averaged model, decoded last: `probe`, `hypotheses` and `lines` are its. The sweep's
+    # alpha that the settings already hold is that decode, not decoded again.
     other_rule = "fairseq" if settings.finalize == "t2t" else "t2t"
-    decoded = {alpha: probe.decode(replace(settings, alpha=alpha))[1:] for alpha in alphas}
+    decoded = {
+        alpha: (lines, beam)
+        if alpha == settings.alpha
+        else probe.decode(replace(settings, alpha=alpha))[1:]
+        for alpha in alphas
+    }
     sweep = [{"alpha": alpha, **figures} for alpha, (_, figures) in decoded.items()]
     best = max(sweep, key=lambda row: row["bleu"])["alpha"]
     return {
