@@ -187,13 +187,16 @@ def test_lengths_names_what_is_missing_before_any_work(project, capsys):
 def test_lengths_tests_the_best_alpha_against_each_other_with_sacrebleus_paired_bootstrap():
     """Outputs that match every reference beat word salad beyond chance (p at the bootstrap's
     floor, 1/1001); an alpha whose outputs are the best's is a tie (p 1); each alpha but the
-    best has its p."""
+    best has its p, and its p Holm-adjusted over the sweep (the smallest times the two tests)."""
     from aiayn.decode.lengths import best_against_others
 
     references = [f"a short caption number {i} of a dog on the grass" for i in range(60)]
     salad = [" ".join(reversed(line.split())) for line in references]
     decoded = {1.0: (references, {}), 0.6: (salad, {}), 1.4: (list(references), {})}
-    assert best_against_others(decoded, 1.0, references) == {"0.6": 0.001, "1.4": 1.0}
+    assert best_against_others(decoded, 1.0, references) == {
+        "best_alpha_paired_p": {"0.6": 0.001, "1.4": 1.0},
+        "best_alpha_paired_p_holm": {"0.6": 0.002, "1.4": 1.0},
+    }
 
 
 def test_input_lines_are_split_on_newlines_only(tmp_path):
