@@ -496,9 +496,12 @@ def test_the_fidelity_page_quotes_the_short_outputs_measurements():
     sweep = record["averaged"]["alpha_sweep"]
     for label, key in (("val BLEU", "bleu"), ("brevity penalty", "brevity_penalty")):
         assert f"| {label} | " + " | ".join(str(row[key]) for row in sweep) + " |" in page
-    best, tests = record["averaged"]["best_alpha"], record["averaged"]["best_alpha_paired_p"]
-    cells = [str(tests.get(str(row["alpha"]), "—")) for row in sweep]
-    assert f"| p, {best} against it | " + " | ".join(cells) + " |" in page
+    best = record["averaged"]["best_alpha"]
+    for label, key in ((f"p, {best} against it", "best_alpha_paired_p"),
+                       ("the same, Holm over the sweep", "best_alpha_paired_p_holm")):  # fmt: skip
+        tests = record["averaged"][key]
+        cells = [str(tests.get(str(row["alpha"]), "—")) for row in sweep]
+        assert f"| {label} | " + " | ".join(cells) + " |" in page
     config = yaml.safe_load((PROJECT / "configs/multi30k.yaml").read_text())
     experiment = config["experiments"]["multi30k_small"]
     assert experiment["decode"]["alpha"] == record["averaged"]["best_alpha"]
