@@ -288,8 +288,8 @@ def test_real_wmt_data_through_local_and_sacrebleu_sources(project_copy, tmp_pat
 def test_multi30k_preset_with_its_root_pointed_at_local_copies(project_copy):
     """The preset as users run it, with the one-line override tests and offline users need.
 
-    Only its data stages are asked for: its model trains for half an hour (test_real_multi30k runs
-    a CI-sized version of it).
+    Only its data stages are asked for: its three seeds train for half an hour each
+    (test_real_multi30k runs a CI-sized version of it).
     """
     (project_copy / "config.yaml").write_text((PROJECT / "config.yaml").read_text())
     root = shared("multi30k", "raw_gz")
