@@ -482,6 +482,28 @@ def test_readme_quotes_the_committed_multi30k_run():
     assert f"{experiment['train_seconds']:.0f} s a seed" in row and "3 seeds" in row, row
 
 
+def test_the_results_page_quotes_each_kernel_rerun_it_keeps():
+    """docs/reruns/ holds `aiayn results --compare`'s output of the reruns under other kernels
+    (#75); docs/results.md links each, says how many figures reproduced as its file does, and
+    quotes each sacreBLEU that differs, or else the largest sacreBLEU difference."""
+    page = doc("results.md")
+    reruns = sorted((DOCS / "reruns").glob("*.txt"))
+    assert reruns
+    verdict = re.compile(r"^results/\w+: (\d+) figures against git's HEAD: (\d+) reproduced", re.M)
+    figure = re.compile(r"sacrebleu: (\w+): ([\d.]+) here, ([\d.]+) committed")
+    for rerun in reruns:
+        text = rerun.read_text(encoding="utf-8")
+        assert f"(reruns/{rerun.name})" in page, rerun.name
+        total, reproduced = verdict.search(text).groups()
+        said = f"all {total} figures" if total == reproduced else f"{reproduced} of {total}"
+        assert said in page, (rerun.name, said)
+        found = figure.findall(text)
+        differ = [f"{here} against {committed}" for v, here, committed in found if v == "differs"]
+        largest = max(abs(float(here) - float(committed)) for _, here, committed in found)
+        for quoted in differ or [f"{largest:.2f} sacreBLEU"]:
+            assert quoted in page, (rerun.name, quoted)
+
+
 def test_the_fidelity_page_quotes_the_short_outputs_measurements():
     """docs/fidelity.md's Multi30k tables are bench/results/short_outputs-cpu.json's, measured on
     the committed run, and the config decodes with the alpha that was best on val."""
