@@ -69,6 +69,21 @@ def test_other_data_scored_a_missing_figure_and_no_tolerance_all_differ():
     assert not moved["tiny/averaged/test sacrebleu"].reproduced
 
 
+def test_the_largest_difference_of_each_figure_is_given_beside_its_tolerance():
+    here, committed = record(sacrebleu=95.0, dev_ppl=1.2, chrf=97.11), record()
+    for ours, theirs in ((here, 90.0), (committed, 90.5)):  # a second score, 0.5 apart
+        ours["scores"]["tiny/last/dev"] = {"sacrebleu": theirs, "sentences": 500}
+    found = compare.compare(here, committed, {"bleu": 2.5, "chrf": 1.0, "perplexity": 0.05})
+    assert compare.largest_differences(found) == [
+        "sacrebleu 2.14 of 2.5 (tiny/averaged/test)",  # 97.14 - 95.0, not the other's 0.5
+        "tokenized_bleu 0.00 of 2.5 (tiny/averaged/test)",
+        "chrf 1.50 of 1 (tiny/averaged/test)",
+        "dev_ppl 9.7% of 5.0% (tiny)",  # relative, as its tolerance is
+    ]
+    untoleranced = compare.compare(here, committed, {})
+    assert compare.largest_differences(untoleranced)[0] == "sacrebleu 2.14 (tiny/averaged/test)"
+
+
 def test_what_the_records_say_differently_of_hardware_and_software_is_listed():
     here = record(capability="AVX2")
     here["software"]["torch"] = "2.13.0+cu128"
@@ -153,6 +168,7 @@ def test_aiayn_results_compare_on_a_git_checkout(tmp_path, capsys):
     assert (
         "results/toy: 64 figures against git's HEAD: 64 reproduced, 0 differ (the committed" in out
     )
+    assert "largest differences" not in out  # nothing rerun: nothing to measure
 
     path = tmp_path / "results/toy/run.json"
     rerun = json.loads(path.read_text())
@@ -169,6 +185,11 @@ def test_aiayn_results_compare_on_a_git_checkout(tmp_path, capsys):
         f"  tiny_learned_positions/averaged/test sacrebleu: differs: {moved} here, {committed} "
         f"committed (tolerance {stated['reproduction']['bleu']:g})\n"
     ) in out
+    tolerance = f"{stated['reproduction']['bleu']:g}"
+    furthest = (
+        f"sacrebleu {committed - moved:.2f} of {tolerance} (tiny_learned_positions/averaged/test);"
+    )
+    assert f"  largest differences: {furthest}" in out
     assert "  recorded environment: experiments.tiny.precision: bf16 here, fp32 committed\n" in out
 
 

@@ -328,6 +328,9 @@ def run_compare(root: Path) -> int:
         sys.stdout.write(f"{where}: {len(verdicts)} figures against git's HEAD: {summary}\n")
         for verdict in verdicts:
             sys.stdout.write(f"  {verdict.line()}\n")
+        largest = compare.largest_differences(verdicts)
+        if largest and here != committed:  # how close the rerun came, beside each tolerance
+            sys.stdout.write(f"  largest differences: {'; '.join(largest)}\n")
         changes = compare.environment_changes(here, committed)
         sys.stdout.write(f"  recorded environment: {'; '.join(changes) or 'the same'}\n")
     return 1 if differ else 0

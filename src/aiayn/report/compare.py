@@ -121,6 +121,31 @@ def compare(here: dict, committed: dict, tolerances: dict) -> list[Verdict]:
     return verdicts
 
 
+def largest_differences(verdicts: list[Verdict]) -> list[str]:
+    """Per figure field (sacrebleu, tokenized_bleu, chrf, f1, dev_ppl), the verdict furthest
+    from its committed value, as `field D of T (where)`: how close a rerun came, at a glance,
+    beside the tolerance it was held to (perplexity's relative, as its tolerance is)."""
+    furthest: dict[str, tuple[float, Verdict]] = {}
+    for verdict in verdicts:
+        if verdict.kind == "data" or verdict.here is None or verdict.committed is None:
+            continue
+        difference = abs(verdict.here - verdict.committed)
+        if verdict.kind == "perplexity":
+            difference /= abs(verdict.committed)
+        field = verdict.name.rsplit(" ", 1)[1]
+        if field not in furthest or difference > furthest[field][0]:
+            furthest[field] = (difference, verdict)
+    lines = []
+    for field in (name for name in (*SCORE_FIGURES, "dev_ppl") if name in furthest):
+        difference, verdict = furthest[field]
+        relative = verdict.kind == "perplexity"
+        text = f"{field} {difference:.1%}" if relative else f"{field} {difference:.2f}"
+        if verdict.tolerance is not None:
+            text += f" of {verdict.tolerance:.1%}" if relative else f" of {verdict.tolerance:g}"
+        lines.append(f"{text} ({verdict.name.rsplit(' ', 1)[0]})")
+    return lines
+
+
 def environment_changes(here: dict, committed: dict) -> list[str]:
     """What the two records say differently of the machine and software: `path: A here, B
     committed`, for every field both record."""
