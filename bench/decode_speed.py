@@ -222,12 +222,15 @@ def ct2_translators(model, processor, workdir: Path, device) -> dict:
 
 def run_ct2(translator, sentences, processor, args) -> tuple[list, dict]:
     """CTranslate2's beam search over the same sentences (batches of --batch-tokens source
-    tokens): its token ids and figures."""
+    tokens), with our --beam and --alpha: its token ids and figures. Its length limit is one per
+    call, so it stops at the longest source + --max-length-offset (ours at each sentence's own;
+    CTranslate2's default, 256, is longer than either)."""
     pieces = [[processor.id_to_piece(int(i)) for i in s] for s in sentences]
+    longest = max(len(s) for s in sentences) + args.max_length_offset
     start = time.perf_counter()
     found = translator.translate_batch(
-        pieces, beam_size=args.beam, length_penalty=0.6, max_batch_size=args.batch_tokens,
-        batch_type="tokens", suppress_sequences=[["<pad>"], ["<s>"]],
+        pieces, beam_size=args.beam, length_penalty=args.alpha, max_batch_size=args.batch_tokens,
+        batch_type="tokens", suppress_sequences=[["<pad>"], ["<s>"]], max_decoding_length=longest,
     )  # fmt: skip
     seconds = time.perf_counter() - start
     tokens = [[processor.piece_to_id(p) for p in result.hypotheses[0]] for result in found]
