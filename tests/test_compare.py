@@ -44,6 +44,8 @@ def test_a_figure_within_its_tolerance_is_reproduced_and_one_beyond_it_differs()
         "tiny dev_ppl: differs: 1.2 here, 1.094 committed (tolerance 5.0%)"
     )
     assert found["tiny/averaged/test chrf"].reproduced
+    edge = verdicts(record(dev_ppl=1.094 * 1.05), record(), perplexity=0.05)["tiny dev_ppl"]
+    assert edge.reproduced and edge.difference == pytest.approx(0.05)  # at the edge it holds
     # chrF is held to its own tolerance, not BLEU's
     found = verdicts(record(sacrebleu=95.64, chrf=97.11), record(), bleu=2.5, chrf=1.0)
     assert found["tiny/averaged/test sacrebleu"].reproduced
@@ -181,11 +183,11 @@ def test_aiayn_results_compare_on_a_git_checkout(tmp_path, capsys):
     assert main(["results", "--compare", "--workdir", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "results/toy: 64 figures against git's HEAD: 63 reproduced, 1 differ\n" in out
+    tolerance = f"{stated['reproduction']['bleu']:g}"
     assert (
         f"  tiny_learned_positions/averaged/test sacrebleu: differs: {moved} here, {committed} "
-        f"committed (tolerance {stated['reproduction']['bleu']:g})\n"
+        f"committed (tolerance {tolerance})\n"
     ) in out
-    tolerance = f"{stated['reproduction']['bleu']:g}"
     furthest = (
         f"sacrebleu {committed - moved:.2f} of {tolerance} (tiny_learned_positions/averaged/test);"
     )

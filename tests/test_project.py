@@ -485,23 +485,28 @@ def test_readme_quotes_the_committed_multi30k_run():
 def test_the_results_page_quotes_each_kernel_rerun_it_keeps():
     """docs/reruns/ holds `aiayn results --compare`'s output of the reruns under other kernels
     (#75); docs/results.md links each, says how many figures reproduced as its file does, and
-    quotes each sacreBLEU that differs, or else the largest sacreBLEU difference."""
+    quotes each headline score (sacreBLEU, a parser's F1) that differs, or else the largest
+    difference in it."""
     page = doc("results.md")
     reruns = sorted((DOCS / "reruns").glob("*.txt"))
     assert reruns
     verdict = re.compile(r"^results/\w+: (\d+) figures against git's HEAD: (\d+) reproduced", re.M)
-    figure = re.compile(r"sacrebleu: (\w+): ([\d.]+) here, ([\d.]+) committed")
     for rerun in reruns:
         text = rerun.read_text(encoding="utf-8")
         assert f"(reruns/{rerun.name})" in page, rerun.name
         total, reproduced = verdict.search(text).groups()
         said = f"all {total} figures" if total == reproduced else f"{reproduced} of {total}"
         assert said in page, (rerun.name, said)
-        found = figure.findall(text)
-        differ = [f"{here} against {committed}" for v, here, committed in found if v == "differs"]
-        largest = max(abs(float(here) - float(committed)) for _, here, committed in found)
-        for quoted in differ or [f"{largest:.2f} sacreBLEU"]:
-            assert quoted in page, (rerun.name, quoted)
+        headline = [(field, label) for field, label in (("sacrebleu", "sacreBLEU"), ("f1", "F1"))
+                    if f" {field}: " in text]  # fmt: skip
+        assert headline, rerun.name
+        for field, label in headline:
+            figure = re.compile(rf" {field}: (\w+): ([\d.]+) here, ([\d.]+) committed")
+            found = figure.findall(text)
+            differ = [f"{ours} against {theirs}" for v, ours, theirs in found if v == "differs"]
+            largest = max(abs(float(ours) - float(theirs)) for _, ours, theirs in found)
+            for quoted in differ or [f"{largest:.2f} {label}"]:
+                assert quoted in page, (rerun.name, quoted)
 
 
 def test_the_fidelity_page_quotes_the_short_outputs_measurements():

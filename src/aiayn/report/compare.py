@@ -51,13 +51,21 @@ class Verdict:
     kind: str  # "bleu", "chrf", "f1", "perplexity" (relative) or "data"
 
     @property
-    def reproduced(self) -> bool:
+    def difference(self) -> float | None:
+        """How far here is from committed, in the tolerance's terms: points, or for perplexity
+        a fraction of the committed value (None: one is missing)."""
         if self.here is None or self.committed is None:
+            return None
+        difference = abs(self.here - self.committed)
+        return difference / abs(self.committed) if self.kind == "perplexity" else difference
+
+    @property
+    def reproduced(self) -> bool:
+        if self.difference is None:
             return False
         if self.tolerance is None:
             return self.here == self.committed
-        allowed = self.tolerance * (abs(self.committed) if self.kind == "perplexity" else 1)
-        return abs(self.here - self.committed) <= allowed + 1e-9
+        return self.difference <= self.tolerance + 1e-9  # a figure rounded onto its edge holds
 
     def line(self) -> str:
         if self.here is None or self.committed is None:
@@ -127,14 +135,11 @@ def largest_differences(verdicts: list[Verdict]) -> list[str]:
     beside the tolerance it was held to (perplexity's relative, as its tolerance is)."""
     furthest: dict[str, tuple[float, Verdict]] = {}
     for verdict in verdicts:
-        if verdict.kind == "data" or verdict.here is None or verdict.committed is None:
+        if verdict.kind == "data" or verdict.difference is None:
             continue
-        difference = abs(verdict.here - verdict.committed)
-        if verdict.kind == "perplexity":
-            difference /= abs(verdict.committed)
         field = verdict.name.rsplit(" ", 1)[1]
-        if field not in furthest or difference > furthest[field][0]:
-            furthest[field] = (difference, verdict)
+        if field not in furthest or verdict.difference > furthest[field][0]:
+            furthest[field] = (verdict.difference, verdict)
     lines = []
     for field in (name for name in (*SCORE_FIGURES, "dev_ppl") if name in furthest):
         difference, verdict = furthest[field]
