@@ -133,17 +133,17 @@ def largest_differences(verdicts: list[Verdict]) -> list[str]:
     """Per figure field (sacrebleu, tokenized_bleu, chrf, f1, dev_ppl), the verdict furthest
     from its committed value, as `field D of T (where)`: how close a rerun came, at a glance,
     beside the tolerance it was held to (perplexity's relative, as its tolerance is)."""
-    furthest: dict[str, tuple[float, Verdict]] = {}
+    furthest: dict[str, Verdict] = {}
     for verdict in verdicts:
         if verdict.kind == "data" or verdict.difference is None:
             continue
         field = verdict.name.rsplit(" ", 1)[1]
-        if field not in furthest or verdict.difference > furthest[field][0]:
-            furthest[field] = (verdict.difference, verdict)
+        if field not in furthest or verdict.difference > furthest[field].difference:
+            furthest[field] = verdict
     lines = []
     for field in (name for name in (*SCORE_FIGURES, "dev_ppl") if name in furthest):
-        difference, verdict = furthest[field]
-        relative = verdict.kind == "perplexity"
+        verdict = furthest[field]
+        difference, relative = verdict.difference, verdict.kind == "perplexity"
         text = f"{field} {difference:.1%}" if relative else f"{field} {difference:.2f}"
         if verdict.tolerance is not None:
             text += f" of {verdict.tolerance:.1%}" if relative else f" of {verdict.tolerance:g}"
