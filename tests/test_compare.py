@@ -94,6 +94,14 @@ def test_what_the_records_say_differently_of_hardware_and_software_is_listed():
         "experiments.tiny.cpu.capability: AVX2 here, AVX512 committed",
     ]
     assert compare.environment_changes(record(), record()) == []
+    # a kernel variable set on one side is unset on the other, where both records list them
+    preloaded, plain = record(), record()
+    preloaded["host"]["kernel_variables"] = {"LD_PRELOAD": "/tmp/libmkl_intel_cpu.so"}
+    plain["host"]["kernel_variables"] = {}
+    assert compare.environment_changes(preloaded, plain) == [
+        "host.kernel_variables.LD_PRELOAD: /tmp/libmkl_intel_cpu.so here, unset committed"
+    ]
+    assert compare.environment_changes(preloaded, record()) == []  # committed before the field
 
 
 @pytest.mark.parametrize(("experiments", "seeds", "figures"), [(12, 3, 16), (4, 5, 40)])

@@ -273,3 +273,12 @@ def test_the_run_record_says_what_was_left_out(tmp_path, monkeypatch):
     assert "left_out" not in run_record(
         study="paper", configfiles=[], root=PROJECT, experiments={}, scores=[]
     )
+    # the variables that choose the CPU's kernels, those set (.ci/regenerate --as-intel's preload)
+    for name in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "LD_PRELOAD"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    monkeypatch.setenv("LD_PRELOAD", "/tmp/libmkl_intel_cpu.so")
+    record = run_record(study="paper", configfiles=[], root=PROJECT, experiments={}, scores=[])
+    assert record["host"]["kernel_variables"] == {
+        "ATEN_CPU_CAPABILITY": "default", "LD_PRELOAD": "/tmp/libmkl_intel_cpu.so"
+    }  # fmt: skip

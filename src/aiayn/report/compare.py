@@ -154,6 +154,7 @@ def largest_differences(verdicts: list[Verdict]) -> list[str]:
 def environment_changes(here: dict, committed: dict) -> list[str]:
     """What the two records say differently of the machine and software: `path: A here, B
     committed`, for every field both record."""
+    here, committed = with_unset_variables(here, committed)
     pairs = [(key, here.get(key), committed.get(key)) for key in ENVIRONMENT]
     for name in sorted(here.get("experiments", {}).keys() & committed.get("experiments", {})):
         for key in EXPERIMENT_ENVIRONMENT:
@@ -165,6 +166,22 @@ def environment_changes(here: dict, committed: dict) -> list[str]:
             if a != b and a is not None and b is not None:
                 changes.append(f"{leaf}: {a} here, {b} committed")
     return changes
+
+
+def with_unset_variables(here: dict, committed: dict) -> tuple[dict, dict]:
+    """The records with each kernel variable (host.kernel_variables) that one sets and the other
+    does not given as "unset" in the other: an unset variable is a setting, not a field that an
+    older record lacks. Unchanged where either record predates the field."""
+    ours, theirs = (record.get("host", {}).get("kernel_variables") for record in (here, committed))
+    if ours is None or theirs is None:
+        return here, committed
+    names = sorted(ours.keys() | theirs.keys())
+
+    def filled(record: dict, variables: dict) -> dict:
+        given = {name: variables.get(name, "unset") for name in names}
+        return {**record, "host": {**record["host"], "kernel_variables": given}}
+
+    return filled(here, ours), filled(committed, theirs)
 
 
 def leaves(path: str, ours, theirs):

@@ -22,6 +22,17 @@ from aiayn.software import cpu_model, package_versions
 from aiayn.textio import atomic_output
 
 INVOCATION = "AIAYN_INVOCATION"  # the main snakemake process's command and start, for its jobs
+# variables that choose the CPU code behind the floats: torch's vector instruction set, MKL's and
+# oneDNN's code paths, and a preloaded library (.ci/regenerate --as-intel answers MKL's vendor
+# check with one); the record names those set
+KERNEL_VARIABLES = (
+    "ATEN_CPU_CAPABILITY",
+    "MKL_CBWR",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
+    "LD_PRELOAD",
+)
 
 
 def remember_invocation(argv: list[str]) -> None:
@@ -144,7 +155,14 @@ def run_record(
         **commit_of(root),
         "finished": now.isoformat(timespec="seconds"),
         "invocation_seconds": round(now.timestamp() - started, 1),
-        "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "cpu": cpu_model()},
+        "host": {
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "cpu": cpu_model(),
+            "kernel_variables": {
+                name: os.environ[name] for name in KERNEL_VARIABLES if name in os.environ
+            },
+        },
         # this process's (the scores', the tables'); each experiment's own under it
         "software": package_versions(),
         "experiments": {
