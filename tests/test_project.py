@@ -841,19 +841,22 @@ def test_readme_states_the_fault_matrix_the_tests_run():
 def test_regenerate_says_how_to_call_it_and_deletes_no_folder_unasked(tmp_path):
     """`.ci/regenerate --help` is its usage; a ../regen_<study> already there (a folder of
     yours) stops it before any clone, the folder untouched, unless --replace (#77); a kernel
-    set torch does not run is refused before any clone (#75)."""
+    set torch does not run, or --as-intel without a kernel set, is refused before any clone
+    (#75)."""
     checkout = tmp_path / "checkout"
     (checkout / ".ci").mkdir(parents=True)
     shutil.copy2(PROJECT / ".ci" / "regenerate", checkout / ".ci" / "regenerate")
     script = ["bash", str(checkout / ".ci" / "regenerate")]
     usage = subprocess.run([*script, "--help"], capture_output=True, text=True)
     assert usage.returncode == 0 and "--replace toy" in usage.stdout
-    assert "--compare` there (compare.txt)" in usage.stdout  # the last line of the usage
+    assert "in ../rerun_<CAP>_as_intel_<study>." in usage.stdout  # the last line of the usage
     unknown = subprocess.run([*script, "toyy"], capture_output=True, text=True)
     assert unknown.returncode == 1 and "regenerate: no study toyy" in unknown.stderr
     # torch runs its best kernels, with a warning only, under a capability it does not know
     typo = subprocess.run([*script, "--capability", "avx3", "toy"], capture_output=True, text=True)
     assert typo.returncode == 2 and "--capability avx3: torch runs" in typo.stderr
+    as_intel = subprocess.run([*script, "--as-intel", "toy"], capture_output=True, text=True)
+    assert as_intel.returncode == 2 and "--as-intel is for a rerun" in as_intel.stderr
     (tmp_path / "regen_toy").mkdir()
     (tmp_path / "regen_toy" / "mine.txt").write_text("mine")
     kept = subprocess.run([*script, "toy"], capture_output=True, text=True)
