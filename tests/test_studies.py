@@ -273,8 +273,15 @@ def test_the_run_record_says_what_was_left_out(tmp_path, monkeypatch):
     assert "left_out" not in run_record(
         study="paper", configfiles=[], root=PROJECT, experiments={}, scores=[]
     )
-    # the variables that choose the CPU's kernels, those set (.ci/regenerate --as-intel's preload)
-    for name in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "LD_PRELOAD"):
+
+
+def test_the_run_record_names_the_kernel_variables_set(monkeypatch):
+    """What chooses the CPU's kernels besides the CPU: ATEN_CPU_CAPABILITY, MKL's and oneDNN's
+    caps, a preloaded library (.ci/regenerate --as-intel's answer to MKL's vendor check)."""
+    from aiayn.report.run_record import INVOCATION, KERNEL_VARIABLES, run_record
+
+    monkeypatch.setenv(INVOCATION, '{"argv": ["snakemake", "--cores", "all"], "started": 0}')
+    for name in KERNEL_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
     monkeypatch.setenv("LD_PRELOAD", "/tmp/libmkl_intel_cpu.so")
