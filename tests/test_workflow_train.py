@@ -91,9 +91,11 @@ def test_default_config_trains_every_experiment_and_averages(default_run):
         averaged = load_weights(default_run / f"runs/{name}/averaged.safetensors")
         assert averaged["averaged_from"] == summary["average_weights"]
         assert averaged["model_config"]["vocab_size"] == 800
-    one_head = json.loads((default_run / "runs/tiny_one_head/train.json").read_text())
+    # learned positions is the one variant whose dev perplexity is above tiny's on every seed
+    # of the committed seed study (1.094 to 1.172 against 1.054 to 1.060)
+    learned = json.loads((default_run / "runs/tiny_learned_positions/train.json").read_text())
     baseline = json.loads((default_run / "runs/tiny/train.json").read_text())
-    assert one_head["dev_ppl"] > baseline["dev_ppl"]
+    assert learned["dev_ppl"] > baseline["dev_ppl"] + 0.02
 
 
 def test_default_config_writes_live_curves_with_dev_bleu_at_the_logged_steps(default_run):
@@ -144,8 +146,8 @@ def test_default_config_learns_to_translate_and_variants_score_differently(defau
     assert baseline["sentences"] == 500
     assert baseline["sacrebleu"]["score"] > 85, baseline["sacrebleu"]
     assert baseline["tokenized_bleu"]["score"] > 85
-    # the variant is its own model (one head), and learns too: on the toy, at half the paper's
-    # rate, it comes within 1 to 2.5 BLEU of tiny (not a difference over seeds: the README)
+    # the variant is its own model (one head), and learns too: on the toy, at a quarter of the
+    # paper's rate, it comes within 1 BLEU of tiny (the README's seed table)
     spec = json.loads((default_run / "runs/tiny_one_head/experiment.json").read_text())
     assert spec["model"]["n_heads"] == 1 and one_head["sacrebleu"]["score"] > 85
     hypotheses = (default_run / "runs/tiny/decode/averaged/test.hyp").read_text().splitlines()
