@@ -91,8 +91,9 @@ def test_default_config_trains_every_experiment_and_averages(default_run):
         averaged = load_weights(default_run / f"runs/{name}/averaged.safetensors")
         assert averaged["averaged_from"] == summary["average_weights"]
         assert averaged["model_config"]["vocab_size"] == 800
-    # learned positions is the one variant whose dev perplexity is above tiny's on every seed
-    # of the committed seed study (1.094 to 1.172 against 1.054 to 1.060)
+    # learned positions' dev perplexity is clearly above tiny's on every seed of the committed
+    # seed study (1.094 to 1.172 against 1.054 to 1.060); one head's and one layer's lie within
+    # 0.02 of tiny's, and one head's fell below it in an AVX2 rerun
     learned = json.loads((default_run / "runs/tiny_learned_positions/train.json").read_text())
     baseline = json.loads((default_run / "runs/tiny/train.json").read_text())
     assert learned["dev_ppl"] > baseline["dev_ppl"] + 0.02
