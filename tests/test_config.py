@@ -582,23 +582,23 @@ def test_keys_yaml_reads_as_numbers_and_files_not_in_utf8_are_named(tmp_path, te
 
 
 def test_early_stopping_that_cannot_stop_before_max_steps_is_warned_of(project_copy, capsys):
-    """Patience 4 at dev every 100 steps stops at step 500 at the earliest: not before the
-    toy's max_steps 500, so a dry run and `aiayn config` say so (and still plan the run: a
-    larger max_steps may continue it); at dev every 50 steps it can stop at 250, and nothing
+    """Patience 7 at dev every 100 steps stops at step 800 at the earliest: not before the
+    toy's max_steps 750, so a dry run and `aiayn config` say so (and still plan the run: a
+    larger max_steps may continue it); at dev every 50 steps it can stop at 400, and nothing
     is said."""
     from aiayn.cli import main
 
     def study(dev_every_steps):
         (project_copy / "stopping.yaml").write_text(
             "include: [config.yaml]\nexperiments:\n  tiny:\n    train: {early_stopping_metric: "
-            f"dev_loss, early_stopping_patience: 4, dev_every_steps: {dev_every_steps}}}\n"
+            f"dev_loss, early_stopping_patience: 7, dev_every_steps: {dev_every_steps}}}\n"
         )
         return ["--configfile", "stopping.yaml"]
 
     warning = (
-        "experiment 'tiny': early stopping on dev_loss cannot end it before max_steps 500: dev "
-        "is evaluated every 100 steps (dev_every_steps) and the earliest stop is 4 evaluations "
-        "after the first (early_stopping_patience), at step 500"
+        "experiment 'tiny': early stopping on dev_loss cannot end it before max_steps 750: dev "
+        "is evaluated every 100 steps (dev_every_steps) and the earliest stop is 7 evaluations "
+        "after the first (early_stopping_patience), at step 800"
     )
     dry_run = run_snakemake(project_copy, "-n", *study(100))
     said = dry_run.stdout + dry_run.stderr

@@ -204,7 +204,7 @@ def keep_experiments(root: Path, *names: str, **train) -> None:
     edit_config(root, keep)
 
 
-# The default pipeline with one of its four experiments, trained for 60 of its 500 steps:
+# The default pipeline with one of its four experiments, trained for 60 of its 750 steps:
 # every rule still runs (28 jobs), its decodes share the two fake GPUs, and the test proves the
 # scheduling, not the learning (tests/test_workflow_train.py checks that on the same pipeline
 # run locally). All four at full length once took CI over 15 minutes; two at full length, 9;

@@ -80,7 +80,7 @@ def test_default_config_trains_every_experiment_and_averages(default_run):
     assert len(experiments) == 4
     for name in experiments:
         summary = json.loads((default_run / f"runs/{name}/train.json").read_text())
-        assert summary["steps"] == 500 and len(summary["average_weights"]) == 5
+        assert summary["steps"] == 750 and len(summary["average_weights"]) == 5
         assert summary["train_flops"] > 0 and summary["device_tflops_fp32"] > 0
         # a step holds tokens_per_step real target tokens (the longer side), not padded ones
         real = summary["real_tokens_per_step"]
@@ -107,7 +107,7 @@ def test_default_config_writes_live_curves_with_dev_bleu_at_the_logged_steps(def
     for name in ("tiny", "tiny_one_head"):
         records = log_records(default_run, name)
         dev = [r for r in records if "dev_loss" in r]
-        assert [r["step"] for r in dev] == [100, 200, 300, 400, 500]
+        assert [r["step"] for r in dev] == [100, 200, 300, 400, 500, 600, 700, 750]
         assert all(r["dev_bleu_sentences"] == 100 and 0 <= r["dev_chrf"] <= 100 for r in dev)
         assert dev[-1]["dev_bleu"] > dev[0]["dev_bleu"] and dev[-1]["dev_bleu"] > 50
         events = EventAccumulator(str(default_run / f"runs/{name}/tensorboard"))
