@@ -31,7 +31,8 @@ from tests.conftest import (
 
 # The default study's run (default_run) is built inside the first test that asks for it, under
 # that test's limit: 720 s in CI on the AMD EPYC, 798 s and then over 900 s (pytest-timeout's
-# default here) on the Intel Xeon. The limit only ends a hang.
+# default here) on the Intel Xeon, at 500 steps; 750 (0ca3458) add about 160 s on 2 cores. The
+# limit only ends a hang.
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(1800)]
 
 
@@ -91,12 +92,12 @@ def test_default_config_trains_every_experiment_and_averages(default_run):
         averaged = load_weights(default_run / f"runs/{name}/averaged.safetensors")
         assert averaged["averaged_from"] == summary["average_weights"]
         assert averaged["model_config"]["vocab_size"] == 800
-    # learned positions' dev perplexity is clearly above tiny's on every seed of the committed
-    # seed study (1.094 to 1.172 against 1.054 to 1.060); one head's and one layer's lie within
-    # 0.02 of tiny's, and one head's fell below it in an AVX2 rerun
-    learned = json.loads((default_run / "runs/tiny_learned_positions/train.json").read_text())
-    baseline = json.loads((default_run / "runs/tiny/train.json").read_text())
-    assert learned["dev_ppl"] > baseline["dev_ppl"] + 0.02
+    # learned positions' averaged model is below tiny's on test on every seed of the committed
+    # seed study and of its AVX2 rerun (by 0.4 to 2.0 sacreBLEU; 1.7 and 1.5 on this seed); one
+    # head and one layer lie within 0.5 of tiny, on either side on some seeds
+    learned = scores(default_run, "tiny_learned_positions", "averaged", "test")["sacrebleu"]
+    baseline = scores(default_run, "tiny", "averaged", "test")["sacrebleu"]
+    assert learned["score"] < baseline["score"], (learned["score"], baseline["score"])
 
 
 def test_default_config_writes_live_curves_with_dev_bleu_at_the_logged_steps(default_run):
