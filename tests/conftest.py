@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -184,6 +185,33 @@ def run_snakemake(workdir: Path, *args: str, check: bool = True, env: dict | Non
             f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
         )
     return result
+
+
+FAULT_POINTS = Path(__file__).parent / "fault_points"
+
+
+def fault_point_env(root: Path, **variables: str) -> dict[str, str]:
+    """The environment that loads tests/fault_points/sitecustomize.py into every Python process
+    a test starts, counting (AIAYN_FAULT_COUNT) or stopping at (AIAYN_FAULT_PAUSE) events of
+    the processes' progress; only files under `root` count."""
+    path = [str(FAULT_POINTS), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(path),
+        "AIAYN_FAULT_ROOT": str(Path(root).resolve()),
+        **variables,
+    }
+
+
+def wait_until_stopped(marker: Path, process: subprocess.Popen, what: str) -> dict:
+    """Wait for a process run under AIAYN_FAULT_PAUSE to stop at its event (it writes `marker`
+    first); what it wrote there. Its ending first fails the test: the kill would prove nothing."""
+    deadline = time.monotonic() + 600
+    while not marker.exists():
+        assert process.poll() is None, f"{what} ended before its fault point"
+        assert time.monotonic() < deadline, f"{what} reached no fault point within 600 s"
+        time.sleep(0.02)
+    return json.loads(marker.read_text())
 
 
 # An edit that changes what a module does (a new statement), for tests of what a code change

@@ -123,15 +123,30 @@ log.curves.close()
 """
 
 
-def attempt(folder, resumed_at: int, last: int, killed: bool) -> None:
-    """A training attempt's logging, from its checkpoint's step to `last`: `kill -9`ed two
-    seconds after its last line (W&B's writer by then idle), or closed as a finished run is."""
+def written_step(folder, run_id: str) -> int:
+    """The last step W&B's records hold so far (0: none, or a block read as it is written)."""
+    from aiayn.train.curves import last_step_in_wandb
+
+    try:
+        return last_step_in_wandb(folder / "wandb", run_id) or 0
+    except InputError:
+        return 0
+
+
+def attempt(folder, resumed_at: int, last: int, killed: bool, past: int = 0) -> None:
+    """A training attempt's logging, from its checkpoint's step to `last`: `kill -9`ed once its
+    W&B records hold a step past `past` (a block its writer wrote: an event, not a delay), or
+    closed as a finished run is."""
     command = [sys.executable, "-c", ATTEMPT, str(folder), str(resumed_at), str(last)]
     process = subprocess.Popen([*command, "killed" if killed else "closed"],
                                stdout=subprocess.PIPE, text=True)  # fmt: skip
     if killed:
         assert process.stdout.readline() == "logged\n"
-        time.sleep(2)
+        run_id = json.loads((folder / WANDB_RUN_FILE).read_text())["id"]
+        deadline = time.monotonic() + 300
+        while written_step(folder, run_id) <= past:
+            assert time.monotonic() < deadline, f"W&B's records hold no step past {past}"
+            time.sleep(0.5)
         process.kill()
     assert process.wait(timeout=300) == (-9 if killed else 0)
 
@@ -146,11 +161,11 @@ def test_wandb_holds_each_logged_step_once_across_kills(tmp_path):
     pytest.importorskip("wandb", reason="pip install -e '.[wandb]'")
     from aiayn.train.curves import last_step_in_wandb
 
-    attempt(tmp_path, 0, 2000, killed=True)
+    attempt(tmp_path, 0, 2000, killed=True, past=1000)
     run_id = json.loads((tmp_path / WANDB_RUN_FILE).read_text())["id"]
     after_first = last_step_in_wandb(tmp_path / "wandb", run_id)
     assert after_first is not None and 1000 < after_first < 2000, "no case of a cut record"
-    attempt(tmp_path, 1000, 2500, killed=True)
+    attempt(tmp_path, 1000, 2500, killed=True, past=after_first)
     assert last_step_in_wandb(tmp_path / "wandb", run_id) < 2500, "the kill lost no step"
     attempt(tmp_path, 2500, 3000, killed=False)
     assert len(list((tmp_path / "wandb").glob(f"offline-run-*-{run_id}"))) == 3

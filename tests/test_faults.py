@@ -2,16 +2,20 @@
 followed by the recovery docs/recovery.md gives (`snakemake --unlock`, then the command again
 with `--rerun-incomplete`), must end with the outputs of a run never interrupted: the same bytes
 for data, decodes and scores, the same tensors for weights. A half-written file taken as
-complete would show up as a difference (or as a failed rerun)."""
+complete would show up as a difference (or as a failed rerun).
+
+Each kill lands at an event of the job's own progress, never after a delay: the job stops
+itself there (tests/fault_points/sitecustomize.py) and waits for the kill, so that every planned
+kill lands on any CPU, fast or slow. The events are a progress bar's position, a temporary output
+begun, and just before or after an output's rename into place; the reference run counts how
+many of each a stage's jobs reach, and the kills are drawn among them."""
 
 from __future__ import annotations
 
 import json
 import random
-import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +24,13 @@ import pytest
 import torch
 
 from aiayn.train.checkpoint import load_weights
-from tests.conftest import copy_project, quick_experiment, run_snakemake
+from tests.conftest import (
+    copy_project,
+    fault_point_env,
+    quick_experiment,
+    run_snakemake,
+    wait_until_stopped,
+)
 
 # In the order the pipeline reaches them.
 STAGES = (
@@ -37,30 +47,24 @@ STAGES = (
     "figure",
 )
 # Training is killed once before its first checkpoint (step 10), once between the two (10, 20)
-# and once after the last; every other stage twice, at seeded times (three each, 33 kills in
-# all, took CI 11 min).
+# and once after the last, each at a seeded step (its progress bar's position); every other
+# stage twice, at seeded events of its jobs.
 TRAIN_KILL_STEPS = ((2, 9), (11, 19), (21, 28))
 KILLS_PER_STAGE = 2
 KILLS = {stage: len(TRAIN_KILL_STEPS) if stage == "train" else KILLS_PER_STAGE for stage in STAGES}
 SEED = 24
-FINISHED = re.compile(r"^Finished jobid: \d+ \(Rule: (\w+)\)", re.M)
+KINDS = ("progress", "staged", "before_publish", "after_publish")
 
 
 def small_project(root: Path) -> Path:
     """The default workflow with one very small model (30 steps, checkpoints every 10, each
-    step logged so that a kill can aim at one)."""
+    step logged)."""
     copy_project(root)
     quick_experiment(root, log_every_steps=1)
     return root
 
 
-def trained_steps(root: Path) -> int:
-    log = root / "runs/quick/train.jsonl"
-    lines = log.read_text().splitlines() if log.exists() else []
-    return max((json.loads(line)["step"] for line in lines if line), default=0)
-
-
-def snakemake(root: Path, log: Path, *args: str) -> subprocess.Popen:
+def snakemake(root: Path, log: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
     """snakemake on one core (one job at a time, so a kill lands in the stage aimed at), in a
     session of its own, appending what it prints to `log`."""
     with open(log, "a", encoding="utf-8") as handle:
@@ -70,50 +74,55 @@ def snakemake(root: Path, log: Path, *args: str) -> subprocess.Popen:
             stdout=handle,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=env,
         )
 
 
-def complete(root: Path, log: Path, *args: str) -> None:
+def complete(root: Path, log: Path, *args: str, env: dict | None = None) -> None:
     """Run snakemake to its end, as snakemake() starts it (one core: sentencepiece's BPE model
     depends on its thread count, so every run here uses the reference's)."""
-    process = snakemake(root, log, *args)
+    process = snakemake(root, log, *args, env=env)
     assert process.wait(timeout=900) == 0, log.read_text()[-5000:]
 
 
-def job_starts(log: Path, stage: str) -> int:
-    if not log.exists():
-        return 0
-    return len(re.findall(rf"^(?:local)?rule {stage}:$", log.read_text(), re.M))
+def events_per_stage(root: Path, log: Path, counts: Path) -> dict[str, dict[str, int]]:
+    """Run the whole workflow one stage at a time, counting the events each stage's jobs reach:
+    per kind, the most any one process reached (so each is reached again in a rerun)."""
+    events = {}
+    for stage in STAGES:
+        folder = counts / stage
+        folder.mkdir(parents=True)
+        complete(
+            root, log, "--until", stage, env=fault_point_env(root, AIAYN_FAULT_COUNT=str(folder))
+        )
+        processes = [json.loads(path.read_text())["reached"] for path in folder.glob("*.json")]
+        events[stage] = {kind: max((p[kind] for p in processes), default=0) for kind in KINDS}
+        assert any(events[stage].values()), (stage, log.read_text()[-3000:])
+    complete(root, log)  # what no stage above makes (the run record)
+    return events
 
 
-def first_job_seconds(root: Path, log: Path) -> dict[str, float]:
-    """Run the whole workflow, timing the first job of each stage (from its `rule` line to its
-    `Finished` line), to place the kill points within each stage's work."""
-    process, started, seconds = snakemake(root, log), {}, {}
-    while process.poll() is None or len(seconds) < len(started):
-        text = log.read_text()
-        for stage in STAGES:
-            if stage not in started and re.search(rf"^(?:local)?rule {stage}:$", text, re.M):
-                started[stage] = time.monotonic()
-        for stage in FINISHED.findall(text):
-            if stage in started and stage not in seconds:
-                seconds[stage] = time.monotonic() - started[stage]
-        if process.poll() is not None:
-            break
-        time.sleep(0.02)
-    assert process.returncode == 0, log.read_text()[-5000:]
-    assert set(seconds) == set(STAGES), seconds
-    return seconds
+def kill_points(stage: str, events: dict[str, int], rng: random.Random) -> list[tuple[str, int]]:
+    """Seeded (kind, event) pairs: training at a step in each of TRAIN_KILL_STEPS' stretches,
+    every other stage at events drawn among those its jobs reach."""
+    if stage == "train":
+        assert events["progress"] >= TRAIN_KILL_STEPS[-1][1], events
+        return [("progress", rng.randint(low, high)) for low, high in TRAIN_KILL_STEPS]
+    kinds = [kind for kind in KINDS if events[kind]]
+    points = []
+    for _ in range(KILLS[stage]):
+        kind = rng.choice(kinds)
+        points.append((kind, rng.randint(1, events[kind])))
+    return points
 
 
-def kill_tree(process: subprocess.Popen) -> bool:
-    """SIGKILL snakemake and every process under it; whether a job was still running."""
+def kill_tree(process: subprocess.Popen) -> None:
+    """SIGKILL snakemake and every process under it (a stopped one too)."""
     try:
         parent = psutil.Process(process.pid)
         processes = [parent, *parent.children(recursive=True)]
     except psutil.NoSuchProcess:
         processes = []
-    running_job = len(processes) > 1
     for each in processes:
         try:
             each.kill()
@@ -121,30 +130,23 @@ def kill_tree(process: subprocess.Popen) -> bool:
             pass
     process.wait(timeout=60)
     psutil.wait_procs(processes, timeout=60)
-    return running_job and process.returncode == -9
 
 
-def kill_within(root: Path, log: Path, stage: str, delay: float, step: int = 0) -> float | None:
+def kill_at(root: Path, log: Path, stage: str, kind: str, event: int, marker: Path) -> dict:
     """Start the stage's jobs (and only those: --until, --forcerun so that there is always one to
-    stop), wait for one to start, kill everything `delay` seconds later (training: once it logs
-    `step`), and unlock as a user would. None when the kill found the job running, else how long
-    the jobs took."""
-    before = job_starts(log, stage)
-    process = snakemake(root, log, "--until", stage, "--forcerun", stage)
-    deadline = time.monotonic() + 300
-    while job_starts(log, stage) == before:
-        assert process.poll() is None, f"no {stage} job started:\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"no {stage} job within 300 s"
-        time.sleep(0.02)
-    started = time.monotonic()
-    while process.poll() is None and (
-        time.monotonic() - started < delay or trained_steps(root) < step
-    ):
-        time.sleep(0.02)
-    finished = process.poll() is not None
-    landed = kill_tree(process) and not finished
+    stop), let the first job to reach the event stop itself there, kill everything, and unlock
+    as a user would. What the stopped process wrote: its pid, the event and its command."""
+    pause = fault_point_env(root, AIAYN_FAULT_PAUSE=f"{kind}:{event}:{marker}")
+    process = snakemake(root, log, "--until", stage, "--forcerun", stage, env=pause)
+    try:
+        stopped = wait_until_stopped(marker, process, f"{stage}'s jobs")
+    except AssertionError:
+        print(log.read_text()[-3000:])
+        raise
+    kill_tree(process)
+    assert process.returncode == -9
     run_snakemake(root, "--unlock")
-    return None if landed else time.monotonic() - started
+    return stopped
 
 
 def same_outputs(reference: Path, faulted: Path) -> None:
@@ -178,32 +180,22 @@ def same_outputs(reference: Path, faulted: Path) -> None:
 @pytest.mark.timeout(1800)  # 23 kills and reruns: 9 to 11 minutes on 2 Intel Xeon cores
 def test_kill_9_at_seeded_points_of_every_stage_then_recovery_gives_the_same_outputs(tmp_path):
     reference = small_project(tmp_path / "reference")
-    seconds = first_job_seconds(reference, tmp_path / "reference.log")
+    events = events_per_stage(reference, tmp_path / "reference.log", tmp_path / "events")
     faulted = small_project(tmp_path / "faulted")
     log = tmp_path / "faulted.log"
     rng = random.Random(SEED)
-    # Training is killed at a seeded step in each stretch of TRAIN_KILL_STEPS, each rerun
-    # resuming from the checkpoint before (none before the first); the others at seeded times.
-    steps = [rng.randint(low, high) for low, high in TRAIN_KILL_STEPS]
-    landed: dict[str, list[float]] = {}
+    landed: dict[str, list[str]] = {}
     for stage in STAGES:
         # Bring what comes before the stage up to date, then kill the stage's jobs.
         complete(faulted, log, "--omit-from", stage)
-        hits: list[float] = []
-        for _ in range(3 * KILLS[stage]):
-            if len(hits) == KILLS[stage]:
-                break
-            if stage == "train":
-                delay, step = 0.0, steps[len(hits)]
-            else:
-                delay, step = rng.uniform(0.05, 0.9) * seconds[stage], 0
-            took = kill_within(faulted, log, stage, delay, step)
-            if took is None:
-                hits.append(step if stage == "train" else round(delay, 2))
-            else:  # the jobs ended first (the reference's timing included a one-off build)
-                seconds[stage] = min(seconds[stage], took)
-        landed[stage] = hits
-    print("kill points (seconds into the stage's first job; training: steps):", landed)
-    assert {stage: len(hits) for stage, hits in landed.items()} == KILLS, landed
+        landed[stage] = []
+        for number, (kind, event) in enumerate(kill_points(stage, events[stage], rng)):
+            marker = tmp_path / f"stopped-{stage}-{number}.json"
+            stopped = kill_at(faulted, log, stage, kind, event, marker)
+            assert (stopped["kind"], stopped["event"]) == (kind, event)
+            landed[stage].append(f"{kind} {event}")
+    print("events reached per stage:", events)
+    print("kill points:", landed)
+    assert {stage: len(points) for stage, points in landed.items()} == KILLS, landed
     complete(faulted, log)
     same_outputs(reference, faulted)

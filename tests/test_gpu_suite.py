@@ -283,11 +283,12 @@ def test_a_part_over_its_cap_is_cut_and_the_others_still_run(tmp_path):
 
     started = time.monotonic()
     status = gpu_suite.run_capped(
-        [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"],
+        [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(600)"],
         time.monotonic() + 6,
         out,
     )
-    assert status == "cut at its time cap" and time.monotonic() - started < 20
+    # far below the part's 600 s on any machine: the cap, not the part, ended it
+    assert status == "cut at its time cap" and time.monotonic() - started < 120
     assert "started" in (out / "suite.log").read_text()
     assert gpu_suite.run_capped(["true"], time.monotonic() + 1, out).startswith("not started")
     assert gpu_suite.run_capped(["false"], time.monotonic() + 30, out) == "failed (exit 1)"

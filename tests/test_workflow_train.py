@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -25,8 +24,10 @@ from tests.conftest import (
     copy_built,
     copy_project,
     edit_config,
+    fault_point_env,
     quick_experiment,
     run_snakemake,
+    wait_until_stopped,
 )
 
 # The default study's run (default_run) is built inside the first test that asks for it, under
@@ -562,7 +563,7 @@ def test_deployed_as_a_snakemake_module_the_passed_config_runs_to_its_tables(tmp
     assert "runs/tiny/train.json" in planned and "results/toy/run.json" in planned
 
 
-def train_in_background(root: Path) -> subprocess.Popen:
+def train_in_background(root: Path, env: dict | None = None) -> subprocess.Popen:
     """snakemake in its own session, so that one signal reaches all its processes (as SLURM
     signals every process of a job at its time limit)."""
     return subprocess.Popen(
@@ -571,20 +572,8 @@ def train_in_background(root: Path) -> subprocess.Popen:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        env=env,
     )
-
-
-def wait_for_step(root: Path, step: int, process: subprocess.Popen, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    log = root / "runs/quick/train.jsonl"
-    while time.monotonic() < deadline:
-        if log.exists() and any(
-            json.loads(line)["step"] >= step for line in log.read_text().splitlines() if line
-        ):
-            return
-        assert process.poll() is None, "training ended before it could be interrupted"
-        time.sleep(0.2)
-    raise AssertionError(f"training did not reach step {step} in {timeout} s")
 
 
 def final_weights(root: Path) -> dict:
@@ -605,9 +594,15 @@ def test_sigterm_checkpoints_and_a_rerun_resumes_to_the_same_weights(tmp_path):
 
     stopped = copy_project(tmp_path / "stopped")
     quick_experiment(stopped, **settings)
-    process = train_in_background(stopped)
-    wait_for_step(stopped, 30, process)
+    # the data first, then training alone, whose trainer stops itself (SIGSTOP) as its step
+    # 31 ends, so that the signal lands there on any CPU
+    run_snakemake(stopped, "--omit-from", "train", "runs/quick/train.json")
+    marker = tmp_path / "stopped.json"
+    env = fault_point_env(stopped, AIAYN_FAULT_PAUSE=f"progress:31:{marker}")
+    process = train_in_background(stopped, env)
+    trainer = wait_until_stopped(marker, process, "training")["pid"]
     os.killpg(process.pid, signal.SIGTERM)  # every process of the run, as SLURM does
+    os.kill(trainer, signal.SIGCONT)
     assert process.wait(timeout=120) != 0
     assert not (stopped / "runs/quick/train.json").exists()
     log = (stopped / "logs/train/quick.log").read_text()
