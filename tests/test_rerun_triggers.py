@@ -186,6 +186,103 @@ OTHER_MEANING = {
 }
 
 
+# What cannot change a number: the text of messages, annotations, local names, the order of
+# definitions. What is formatted into a message, the exception's type, a parameter's name, a
+# dataclass field's type and prints to stdout still count.
+STAGE_MODULE = """import logging
+import sys
+from dataclasses import dataclass
+
+from aiayn.logs import progress
+
+log = logging.getLogger("aiayn")
+NAME = "x"
+
+
+@dataclass
+class Settings:
+    beam: int = 4
+
+
+def scale(values: list[float], factor: float = 2.0) -> list[float]:
+    total = 0.0
+    for value in progress(values, desc="scale", unit=" values"):
+        total += value * factor
+    if total < 0:
+        raise ValueError(f"a negative total {total:.2f}: check the input " + NAME)
+    assert total >= 0, "unreachable"
+    log.info("scaled %d values to %s", len(values), total)
+    print(f"total {total}", file=sys.stderr)
+    return [value / total for value in values]
+
+
+def shift(values):
+    return [value + 1 for value in values]
+"""
+SAME_TEXT = {
+    "an error's message": ("check the input ", "see the input file "),
+    "an error's message format": ("{total:.2f}", "{total:.3f}"),
+    "an assert's message": ('"unreachable"', '"never"'),
+    "a log line": ("scaled %d values to %s", "%d values scaled: %s"),
+    "a stderr print": ('f"total {total}"', 'f"the total: {total}"'),
+    "a progress bar's label": ('desc="scale", unit=" values"', 'desc="scaling", unit=" v"'),
+    "annotations": (
+        "values: list[float], factor: float = 2.0) -> list[float]",
+        "values, factor=2.0)",
+    ),
+    "a local's name": ("total", "sum_"),
+    "the order of functions": (
+        "def scale(",
+        "def shift(values):\n    return [value + 1 for value in values]\n\n\ndef scale(",
+    ),
+}
+OTHER_TEXT = {
+    "what a message formats": ("{total:.2f}", "{values}"),
+    "the exception raised": ("raise ValueError", "raise TypeError"),
+    "a print to stdout": (", file=sys.stderr)", ")"),
+    "a parameter's name": ("factor", "weight"),
+    "a dataclass field's type": ("beam: int = 4", "beam: float = 4"),
+    "a local renamed onto a global": ("total", "NAME"),
+    "a logged value": ("len(values), total", "len(values), -total"),
+}
+
+
+def edited(replacements: tuple[str, str]) -> str:
+    old, new = replacements
+    if old == "def scale(":  # move shift() above scale(), removing it from the end
+        return STAGE_MODULE.replace(
+            "\n\ndef shift(values):\n    return [value + 1 for value in values]\n", ""
+        ).replace(old, new)
+    assert old in STAGE_MODULE, old
+    return STAGE_MODULE.replace(old, new)
+
+
+@pytest.mark.parametrize("edit", SAME_TEXT)
+def test_a_message_an_annotation_a_local_name_or_the_order_of_functions_keeps_the_version(edit):
+    changed = edited(SAME_TEXT[edit])
+    assert changed != STAGE_MODULE
+    compile(changed, "<edited>", "exec")
+    assert meaning_version(changed) == meaning_version(STAGE_MODULE)
+
+
+@pytest.mark.parametrize("edit", OTHER_TEXT)
+def test_what_a_message_formats_and_what_surrounds_it_still_change_the_version(edit):
+    assert meaning_version(edited(OTHER_TEXT[edit])) != meaning_version(STAGE_MODULE)
+
+
+def test_imports_or_functions_binding_one_name_twice_keep_their_order():
+    imports = "from os.path import join\nfrom posixpath import join\n"
+    swapped = "from posixpath import join\nfrom os.path import join\n"
+    assert meaning_version(imports) != meaning_version(swapped)
+    functions = "def f():\n    return 1\n\n\ndef f():\n    return 2\n"
+    assert meaning_version(functions) != meaning_version(
+        functions.replace("1", "3").replace("2", "1").replace("3", "2")
+    )
+    decorated = "@register\ndef a():\n    return 1\n\n\n@register\ndef b():\n    return 2\n"
+    reordered = "@register\ndef b():\n    return 2\n\n\n@register\ndef a():\n    return 1\n"
+    assert meaning_version(decorated) != meaning_version(reordered)  # a registry's order
+
+
 @pytest.mark.parametrize("edit", SAME_MEANING)
 def test_writing_the_same_code_otherwise_keeps_its_version(edit):
     assert meaning_version(SAME_MEANING[edit]) == meaning_version(BASE_MODULE)
