@@ -451,6 +451,39 @@ def test_aiayn_results_names_a_hand_edit_a_literal_param_and_an_unreadable_recor
     assert found["results/ptb_sample"] == "current"  # a parser study has no score rule
 
 
+def test_aiayn_results_names_another_package_version_and_table1s_settings(tmp_path, capsys):
+    """On a copy of the checkout: a package whose output moves numbers, installed at another
+    version than the study recorded, is named with the first stage that imports it; Table 1's
+    settings, and Table 1 turned off, make the study stale from the complexity stage."""
+    from aiayn.cli import main
+    from aiayn.software import package_versions
+
+    copy_project(tmp_path, [*CHECKED_FILES, "results"])
+
+    def toy() -> str:
+        code = main(["results", "--workdir", str(tmp_path)])
+        found = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+        assert code == (0 if set(found.values()) == {"current"} else 1)
+        return found["results/toy"]
+
+    record_path = tmp_path / "results/toy/run.json"
+    record = json.loads(record_path.read_text())
+    record["software"]["sacrebleu"] = "2.5.1"
+    record_path.write_text(json.dumps(record))
+    here = package_versions()["sacrebleu"]
+    assert toy().startswith(f"stale: sacrebleu {here} here, 2.5.1 recorded (download on);")
+    record_path.write_text((PROJECT / "results/toy/run.json").read_text())
+    assert toy() == "current"
+
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        config.read_text().replace("lengths: [16, 32, 64, 128, 256]", "lengths: [16, 32, 64]")
+    )
+    assert toy().startswith("stale: complexity settings (complexity on);")
+    config.write_text(config.read_text().replace("  enabled: true", "  enabled: false", 1))
+    assert "stage complexity is no longer in the study" in toy()
+
+
 def test_readme_quotes_the_committed_multi30k_run():
     """docs/results.md's CPU row is seed 1 of the run recorded in results/multi30k/run.json, and
     the README's Multi30k row the mean and sd over its seeds, as Table 2's."""

@@ -343,7 +343,7 @@ def study_state(root: Path, path: Path) -> str:
 
     from aiayn.config.load import load_config
     from aiayn.config.plan import Plan
-    from aiayn.config.versions import changes, study_versions
+    from aiayn.config.versions import changes, package_changes, study_versions
     from aiayn.report.run_record import file_digest
 
     try:
@@ -370,7 +370,9 @@ def study_state(root: Path, path: Path) -> str:
     else:
         configfiles = [root / name for name in record["configfiles"]]
         config = load_config(root, configfiles, record.get("config_overrides") or None)
-        found = changes(record["versions"], study_versions(Plan(config), root), root)
+        current = study_versions(Plan(config), root)
+        found = changes(record["versions"], current, root)
+        found += package_changes(record.get("software"), list(current["code"]), root)
     return f"stale: {'; '.join(found)}; rerun: {command}" if found else "current"
 
 

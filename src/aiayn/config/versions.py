@@ -16,7 +16,8 @@ from pathlib import Path
 
 from aiayn.config.code_meaning import file_meaning_version
 from aiayn.config.plan import Plan
-from aiayn.config.workflow import package_modules
+from aiayn.config.workflow import imported_names, package_modules
+from aiayn.software import PACKAGES, package_versions
 
 # stage (rule) -> its workflow script, in the order of the DAG
 STAGE_SCRIPTS = {
@@ -147,7 +148,8 @@ def study_versions(plan: Plan, root: Path) -> dict:
     """The versions run.json records: per stage, per file of the stages' code (to say which file
     moved), per dataset, per run (training and evaluation apart) and the report's settings."""
     datasets = sorted({plan.runs.dataset(name) for name in plan.runs.names()})
-    files = {stage: stage_files(root, stage) for stage in study_stages(plan)}
+    stages = study_stages(plan)
+    files = {stage: stage_files(root, stage) for stage in stages}
     modules = {}
     for found in files.values():
         modules.update(found)
@@ -162,6 +164,11 @@ def study_versions(plan: Plan, root: Path) -> dict:
             name: settings_hash(plan.runs.evaluation(name)) for name in plan.runs.names()
         },
         "report": settings_hash(plan.config["report"]),
+        **(
+            {"complexity": settings_hash(plan.config["complexity"])}
+            if "complexity" in stages
+            else {}
+        ),
     }
 
 
@@ -181,6 +188,11 @@ def changes(recorded: dict, current: dict, root: Path) -> list[str]:
             found.append(f"{name} is no longer in the study")
     if recorded["report"] != current["report"]:
         found.append("report settings (score on)")
+    if recorded.get("complexity") != current.get("complexity"):
+        found.append("complexity settings (complexity on)")
+    for stage in recorded["code"]:
+        if stage not in current["code"]:
+            found.append(f"stage {stage} is no longer in the study")
     return found
 
 
@@ -195,3 +207,26 @@ def code_change(stage: str, recorded_files: dict | None, root: Path) -> str:
         if recorded_files.get(name) != version
     ]
     return f"code of {stage} ({', '.join(moved) or 'a module it no longer runs'})"
+
+
+def package_changes(recorded: dict | None, stages: list[str], root: Path) -> list[str]:
+    """Each package whose output a stage's numbers depend on (aiayn.software.PACKAGES) installed
+    at another version than the study recorded, with the first of its stages whose code imports
+    it: `sacrebleu 2.5.1 here, 2.6.0 recorded (score on)`. The plan does not rerun for these
+    (docs/development.md, "What reruns what"): `aiayn results` says which stage to force."""
+    here, found = package_versions(), []
+    for name in PACKAGES:
+        if not recorded or name not in recorded or recorded[name] == here[name]:
+            continue
+        users = [stage for stage in stages if name in stage_imports(root, stage)]
+        where = f"{users[0]} on" if users else "no stage imports it"
+        found.append(f"{name} {here[name]} here, {recorded[name]} recorded ({where})")
+    return found
+
+
+def stage_imports(root: Path, stage: str) -> set[str]:
+    """The top-level packages that the stage's script and modules import."""
+    root = Path(root).resolve()
+    script = root / "workflow_scripts" / STAGE_SCRIPTS[stage]
+    files = [script, *package_modules(script, root / "src")]
+    return {name.split(".")[0] for path in files for name in imported_names(path, root / "src")}
