@@ -141,6 +141,40 @@ def test_a_translation_that_scores_dev_bleu_as_it_trains_reads_its_references(wi
         assert "dev_monitor" not in Plan(config).runs.trainer_spec("tiny")
 
 
+def test_a_dev_monitor_that_decides_the_weights_puts_its_code_version_in_the_spec(with_parser):
+    """Early stopping or best-N averaging by dev BLEU or chrF: the monitor's code (and every
+    module it runs) is in the spec, so editing it reruns training; a monitor that only draws the
+    curve leaves the spec alone."""
+    from aiayn.config.workflow import module_version
+
+    config = copy.deepcopy(with_parser)
+    config["experiments"]["tiny"]["train"] |= {"dev_bleu_sentences": 50}
+    assert "code" not in Plan(config).runs.trainer_spec("tiny")["dev_monitor"]
+    for setting in ("early_stopping_metric", "average_best_by"):
+        train = config["experiments"]["tiny"]["train"]
+        train |= {"early_stopping_metric": None, "average_best_by": None, setting: "dev_bleu"}
+        monitor = Plan(config).runs.trainer_spec("tiny")["dev_monitor"]
+        assert monitor["code"] == module_version("aiayn.decode.dev_translation")
+
+
+def test_a_module_loaded_by_name_is_versioned_with_what_it_imports(tmp_path, monkeypatch):
+    """module_version follows the module's own imports: a statement in a module it imports
+    changes it, a comment there does not."""
+    from aiayn.config.workflow import module_version
+
+    package = tmp_path / "monitors"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "helper.py").write_text("SENTENCES = 100\n")
+    (package / "monitor.py").write_text("from monitors.helper import SENTENCES\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    version = module_version("monitors.monitor")
+    (package / "helper.py").write_text("SENTENCES = 100  # how many\n")
+    assert module_version("monitors.monitor") == version
+    (package / "helper.py").write_text("SENTENCES = 2000\n")
+    assert module_version("monitors.monitor") != version
+
+
 def test_the_other_documents_overlay_scores_the_same_trained_parser_on_wsj_0180_0199():
     alone = Plan(load_config(PROJECT, [PROJECT / "configs/parsing.yaml"]))
     other = Plan(load_config(PROJECT, [PROJECT / "configs/parsing_other_documents.yaml"]))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from aiayn.config import paths
+from aiayn.config.workflow import module_version
 from aiayn.decode.settings import DecodeSettings
 from aiayn.errors import InputError
 from aiayn.model_config import build_config
@@ -65,9 +66,11 @@ def dev_monitor(name: str, dataset_name: str, dataset: dict, dev: str, train) ->
     """What measures the model at each dev evaluation beside the dev loss, and the files it
     reads (`inputs`, which the train rule waits for): a parser's dev parses
     (train.dev_parse_sentences), a translation's dev BLEU and chrF (train.dev_bleu_sentences).
-    The trainer loads it by name: it watches the model and the weights do not depend on it, so
-    editing the decoder it runs does not retrain; the curves stay as the run's decoder measured
-    them."""
+    The trainer loads it by name. Where early stopping or best-N averaging reads its figures it
+    decides the weights: its code's version (`code`, aiayn.config.workflow.module_version) is
+    then part of the spec, so editing the decoder it runs reruns training. Otherwise it only
+    watches the model: editing the decoder does not retrain, and the curves stay as the run's
+    decoder measured them."""
     treebank = all(split["source"] == "ptb" for split in dataset["splits"].values())
     for setting, wanted in (("dev_parse_sentences", True), ("dev_bleu_sentences", False)):
         if getattr(train, setting) and treebank != wanted:
@@ -87,8 +90,11 @@ def dev_monitor(name: str, dataset_name: str, dataset: dict, dev: str, train) ->
     langs, subword = dataset["langs"], paths.subword_file("model", dataset_name)
     if train.dev_bleu_sentences:
         reference = paths.split_sides("clean", dataset_name, dev, langs)[1]
+        monitor = "aiayn.decode.dev_translation:DevTranslator"
+        decides = {train.early_stopping_metric, train.average_best_by} & {"dev_bleu", "dev_chrf"}
         return {"dev_monitor": {
-            "monitor": "aiayn.decode.dev_translation:DevTranslator",
+            "monitor": monitor,
+            **({"code": module_version(monitor.split(":")[0])} if decides else {}),
             "sentences": train.dev_bleu_sentences,
             "decode": {"beam": train.dev_bleu_beam, "alpha": train.dev_bleu_alpha},
             "subword": subword,

@@ -85,3 +85,20 @@ def files_of(name: str, src_dir: Path) -> list[Path]:
         else:
             break
     return files
+
+
+def module_version(module: str) -> str:
+    """What a module loaded by name does (`aiayn.decode.dev_translation`), with every `aiayn`
+    module it runs, by meaning (aiayn.config.code_meaning): 16 hex digits."""
+    import hashlib
+    import importlib.util
+    import json
+
+    from aiayn.config.code_meaning import file_meaning_version
+
+    entry = Path(importlib.util.find_spec(module).origin).resolve()
+    src_dir = entry.parents[len(module.split(".")) - 1]
+    files = [entry, *package_modules(entry, src_dir)]
+    versions = sorted((path.relative_to(src_dir).as_posix(), file_meaning_version(path))
+                      for path in files)  # fmt: skip
+    return hashlib.sha256(json.dumps(versions).encode()).hexdigest()[:16]
