@@ -669,9 +669,10 @@ def planned_jobs(root: Path, *args: str) -> dict[str, int]:
 
 
 def test_formatting_comments_and_docstrings_rerun_nothing_a_statement_its_stages(default_run):
-    """A stage's code version is what its code does (#74): on the trained toy study, a docstring
-    edit, an added comment and `ruff format` of a module mangled by hand first leave Snakemake
-    with nothing to do and the study current; a changed constant of the schedule plans exactly
+    """A stage's code version is what its code does: on the trained toy study, a docstring edit,
+    an added comment and `ruff format` of a module mangled by hand first leave Snakemake with
+    nothing to do and the study current, and so does rewording an error and a log line, run for
+    real (no file rewritten); a changed constant of the schedule plans exactly
     the trainings and what follows them, a changed line of a table's layout only the tables and
     the run record, and `aiayn results` names the file that moved."""
     src = default_run / "src/aiayn"
@@ -689,7 +690,26 @@ def test_formatting_comments_and_docstrings_rerun_nothing_a_statement_its_stages
         assert planned_jobs(default_run) == {}
         assert aiayn(default_run, "results").stdout == "results/toy: current\n"
 
+        # the text of an error and of a log line, in modules every stage runs: run for real
         for path in (textio, trainer, model):
+            path.write_text(originals[path])
+        textio.write_text(
+            originals[textio].replace(
+                "is a folder: give a file name to write to", "is a folder, not a file: name a file"
+            )
+        )
+        trainer.write_text(
+            originals[trainer].replace(
+                "with a checkpoint written; rerun to resume from it", "(checkpoint saved): rerun"
+            )
+        )
+        assert all(path.read_text() != originals[path] for path in (textio, trainer))
+        before = mtimes(default_run, "runs/**/*") | mtimes(default_run, "results/**/*")
+        assert "Nothing to be done" in run_snakemake(default_run).stdout
+        assert mtimes(default_run, "runs/**/*") | mtimes(default_run, "results/**/*") == before
+        assert aiayn(default_run, "results").stdout == "results/toy: current\n"
+
+        for path in (textio, trainer):
             path.write_text(originals[path])
         schedule.write_text(originals[schedule].replace("warmup_steps**-1.5", "warmup_steps**-1.4"))
         assert planned_jobs(default_run) == forced_training
