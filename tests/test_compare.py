@@ -91,7 +91,17 @@ def test_what_the_records_say_differently_of_hardware_and_software_is_listed():
     here["software"]["torch"] = "2.13.0+cu128"
     assert compare.environment_changes(here, record()) == [
         "software.torch: 2.13.0+cu128 here, 2.13.0+cpu committed",
-        "experiments.tiny.cpu.capability: AVX2 here, AVX512 committed",
+        "experiments' cpu.capability: AVX2 here, AVX512 committed (tiny)",
+    ]
+    # the same difference in every experiment is one line
+    many, one = record(capability="AVX2"), record()
+    for name in ("tiny.seed2", "tiny.seed3"):
+        many["experiments"][name] = {**many["experiments"]["tiny"]}
+        one["experiments"][name] = {**one["experiments"]["tiny"]}
+    many["experiments"]["tiny.seed3"]["device"] = "GPU"
+    assert compare.environment_changes(many, one) == [
+        "experiments' cpu.capability: AVX2 here, AVX512 committed (all 3 experiments)",
+        "experiments' device: GPU here, CPU committed (tiny.seed3)",
     ]
     assert compare.environment_changes(record(), record()) == []
     # a kernel variable set on one side is unset on the other, where both records list them
@@ -164,14 +174,30 @@ def test_every_committed_study_states_a_derived_tolerance():
     assert committed == set(DERIVED_FROM)
 
 
+def committed_checkout(root) -> None:
+    """A git checkout of the configs and the committed results, as a user's clone has them."""
+    copy_project(root, ["config.yaml", "configs", "schemas", "src", "results"])
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run(["git", "add", "config.yaml", "configs", "results"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", "results"], cwd=root, check=True)
+
+
+def compared(root, capsys) -> tuple[int, dict[str, str]]:
+    """`aiayn results --compare`'s exit code and each study's first line."""
+    code = main(["results", "--compare", "--workdir", str(root)])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("results/")]
+    found: dict[str, str] = {}
+    for line in lines:
+        study, text = line.split(": ", 1)
+        found.setdefault(study, text)
+    return code, found
+
+
 def test_aiayn_results_compare_on_a_git_checkout(tmp_path, capsys):
     """The command as a user runs it after a rerun: unchanged results are the committed record;
     a figure moved beyond the tolerance is named with both values and exit 1."""
-    copy_project(tmp_path, ["config.yaml", "configs", "schemas", "src", "results"])
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
-    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
-    subprocess.run(["git", "add", "config.yaml", "configs", "results"], cwd=tmp_path, check=True)
-    subprocess.run([*git, "commit", "-qm", "results"], cwd=tmp_path, check=True)
+    committed_checkout(tmp_path)
 
     assert main(["results", "--compare", "--workdir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -200,7 +226,10 @@ def test_aiayn_results_compare_on_a_git_checkout(tmp_path, capsys):
         f"sacrebleu {committed - moved:.2f} of {tolerance} (tiny_learned_positions/averaged/test);"
     )
     assert f"  largest differences: {furthest}" in out
-    assert "  recorded environment: experiments.tiny.precision: bf16 here, fp32 committed\n" in out
+    assert (
+        "  recorded environment:\n    experiments' precision: bf16 here, fp32 committed (tiny)\n"
+        in out
+    )
 
 
 def test_a_run_belongs_to_the_experiment_its_seed_suffix_names():
@@ -232,3 +261,59 @@ def test_a_parsers_tolerance_comes_from_its_f1_and_perplexity_over_seeds():
     assert set(derived) == {"f1", "perplexity"}
     pooled = compare.tolerance_from_seeds([(1.0, 3), (3**0.5, 3)], comparisons=6 + 3)
     assert derived["f1"] == pytest.approx(pooled)  # pooled sd sqrt(2), 4 degrees of freedom
+
+
+def test_a_record_of_other_code_settings_or_packages_is_not_a_rerun(tmp_path, capsys):
+    """A record whose training code, settings or a package differ from the committed study's is
+    named as another study (exit NOT_A_RERUN), every difference said, its figures information
+    only, even where each of them is within the tolerance."""
+    committed_checkout(tmp_path)
+    path = tmp_path / "results/toy/run.json"
+    record = json.loads(path.read_text())
+    record["versions"]["code"]["train"] = "0" * 16
+    record["versions"]["modules"]["src/aiayn/train/schedule.py"] = "0" * 16
+    record["versions"]["train"]["tiny"] = "1" * 16
+    record["software"]["sacrebleu"] = "2.5.1"
+    path.write_text(json.dumps(record))
+    code, found = compared(tmp_path, capsys)
+    assert code == compare.NOT_A_RERUN
+    assert found["results/toy"] == (
+        "not a rerun of the committed study: code of train: src/aiayn/train/schedule.py; train "
+        "settings of tiny; sacrebleu 2.5.1 here, 2.6.0 committed; its figures follow as "
+        "information only"
+    )
+    assert found["results/multi30k"].endswith("0 differ (the committed record itself: nothing "
+                                              "rerun since)")  # fmt: skip
+
+
+def test_missing_damaged_and_unreadable_records_are_named_with_a_nonzero_exit(tmp_path, capsys):
+    """A truncated score file, a run.json moved away, a score entry that is not an object and a
+    --workdir that is not there: each named, exit 1, the other studies still checked; a study
+    folder that is a link out of the checkout is compared as that study."""
+    committed_checkout(tmp_path)
+    score = tmp_path / "results/toy/scores/tiny/averaged/test.json"
+    score.write_text(score.read_text()[:50])
+    (tmp_path / "results/ptb_sample/run.json").rename(tmp_path / "ptb_run.json")
+    path = tmp_path / "results/multi30k/run.json"
+    record = json.loads(path.read_text())
+    first = next(iter(record["scores"]))
+    record["scores"][first] = "garbage"
+    path.write_text(json.dumps(record))
+    elsewhere = tmp_path.parent / f"{tmp_path.name}_wmt"
+    (tmp_path / "results/wmt14_en_de_sample").rename(elsewhere)
+    (tmp_path / "results/wmt14_en_de_sample").symlink_to(elsewhere)
+    code, found = compared(tmp_path, capsys)
+    assert code == 1
+    assert found["results/toy"] == (
+        "damaged: results/toy/scores/tiny/averaged/test.json (not what its run.json recorded): "
+        "rerun the study, or git checkout them"
+    )
+    assert found["results/ptb_sample"].startswith("no run.json here, and git's HEAD has one")
+    assert found["results/multi30k"] == (
+        f'unreadable here (InputError: results/multi30k: scores[{first!r}] is "garbage", not '
+        "an object)"
+    )
+    assert found["results/wmt14_en_de_sample"].endswith("(the committed record itself: nothing "
+                                                        "rerun since)")  # fmt: skip
+    assert found["results/toy_seeds"].endswith("nothing rerun since)")
+    assert main(["results", "--compare", "--workdir", str(tmp_path / "not_there")]) == 1

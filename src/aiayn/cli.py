@@ -84,9 +84,11 @@ def parser() -> argparse.ArgumentParser:
     results.add_argument(
         "--compare",
         action="store_true",
-        help="after rerunning a study: each figure of results/<study>/run.json beside the one "
-        "committed (git's HEAD), reproduced within the study's tolerance or not, and what the "
-        "two records say differently of the hardware and software; exit 1 if any figure differs",
+        help="after rerunning a study: whether it is a rerun of the committed one (git's HEAD: "
+        "the same code, settings and packages; exit 3 if not), each figure of "
+        "results/<study>/run.json beside the committed one, reproduced within the study's "
+        "tolerance or not, and what the two records say differently of the hardware and "
+        "software; exit 1 if any figure differs or a record is missing or damaged",
     )
     lengths = experiment_command(
         commands,
@@ -295,45 +297,80 @@ def run_results(args: argparse.Namespace) -> int:
 
 
 def run_compare(root: Path) -> int:
-    """Per study: each figure here against the committed one, then the environment's changes."""
+    """Per study, after a rerun: whether it is a rerun of the committed study at all, each figure
+    here against the committed one, then the environment's changes, each once. Exit 0: all
+    reproduced; 1: a figure differs, or a record is missing, damaged or unreadable;
+    NOT_A_RERUN: a study's code, settings or packages are not the committed ones."""
+    from aiayn.report import compare
+
+    if not root.is_dir():
+        raise InputError(f"--workdir {root} is not a folder: give the workflow's checkout")
+    here_studies = {path.parent.name for path in (root / "results").glob("*/run.json")}
+    studies = sorted(here_studies | set(compare.committed_studies(root)))
+    if not studies:
+        raise InputError(f"{(root / 'results').resolve()} holds no <study>/run.json, here or "
+                         "in git's HEAD")  # fmt: skip
+    worst = 0
+    for study in studies:
+        where = Path("results") / study
+        code = compare_study(root, where, study in here_studies)
+        worst = max(worst, code)  # NOT_A_RERUN above a difference above none
+    return worst
+
+
+def compare_study(root: Path, where: Path, present: bool) -> int:
+    """One study's part of `run_compare`: its lines on stdout, its exit code."""
     import json
 
     from aiayn.config.load import load_config
     from aiayn.report import compare
+    from aiayn.report.run_record import file_digest
 
-    differ = 0
-    for path in sorted((root / "results").glob("*/run.json")):
-        where = path.parent.relative_to(root)
-        try:
-            here = json.loads(path.read_text(encoding="utf-8"))
-            config = load_config(
-                root,
-                [root / name for name in here["configfiles"]],
-                here.get("config_overrides") or None,
-            )
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            sys.stdout.write(f"{where}: unreadable here ({type(err).__name__}: {err})\n")
-            differ += 1
-            continue
+    if not present:
+        sys.stdout.write(f"{where}: no run.json here, and git's HEAD has one: rerun the study, "
+                         f"or restore it (git checkout -- {where})\n")  # fmt: skip
+        return 1
+    path = root / where / "run.json"
+    try:
+        here = compare.checked_record(json.loads(path.read_text(encoding="utf-8")), str(where))
+        config = load_config(root, [root / name for name in here["configfiles"]],
+                             here.get("config_overrides") or None)  # fmt: skip
         committed = compare.committed_record(root, path)
-        if committed is None:
-            sys.stdout.write(f"{where}: not committed (git's HEAD has no {where}/run.json)\n")
-            continue
-        verdicts = compare.compare(here, committed, config["reproduction"])
-        failed = [verdict for verdict in verdicts if not verdict.reproduced]
-        differ += bool(failed)
-        summary = f"{len(verdicts) - len(failed)} reproduced, {len(failed)} differ"
-        if here == committed:
-            summary += " (the committed record itself: nothing rerun since)"
-        sys.stdout.write(f"{where}: {len(verdicts)} figures against git's HEAD: {summary}\n")
-        for verdict in verdicts:
-            sys.stdout.write(f"  {verdict.line()}\n")
-        largest = compare.largest_differences(verdicts)
-        if largest and here != committed:  # how close the rerun came, beside each tolerance
-            sys.stdout.write(f"  largest differences: {'; '.join(largest)}\n")
-        changes = compare.environment_changes(here, committed)
-        sys.stdout.write(f"  recorded environment: {'; '.join(changes) or 'the same'}\n")
-    return 1 if differ else 0
+    except (OSError, ValueError, KeyError, TypeError, InputError) as err:
+        sys.stdout.write(f"{where}: unreadable here ({type(err).__name__}: {err})\n")
+        return 1
+    if committed is None:
+        sys.stdout.write(f"{where}: not committed (git's HEAD has no {where}/run.json)\n")
+        return 0
+    code = 0
+    damaged = [name for name, digest in (here.get("files") or {}).items()
+               if not (root / name).is_file() or file_digest(root / name) != digest]  # fmt: skip
+    if damaged:
+        sys.stdout.write(f"{where}: damaged: {', '.join(damaged)} (not what its run.json "
+                         "recorded): rerun the study, or git checkout them\n")  # fmt: skip
+        code = 1
+    other = compare.rerun_differences(here, committed)
+    if other:
+        sys.stdout.write(f"{where}: not a rerun of the committed study: {'; '.join(other)}; "
+                         "its figures follow as information only\n")  # fmt: skip
+        code = compare.NOT_A_RERUN
+    verdicts = compare.compare(here, committed, config["reproduction"])
+    failed = [verdict for verdict in verdicts if not verdict.reproduced]
+    code = max(code, int(bool(failed)))
+    summary = f"{len(verdicts) - len(failed)} reproduced, {len(failed)} differ"
+    if here == committed:
+        summary += " (the committed record itself: nothing rerun since)"
+    sys.stdout.write(f"{where}: {len(verdicts)} figures against git's HEAD: {summary}\n")
+    for verdict in verdicts:
+        sys.stdout.write(f"  {verdict.line()}\n")
+    largest = compare.largest_differences(verdicts)
+    if largest and here != committed:  # how close the rerun came, beside each tolerance
+        sys.stdout.write(f"  largest differences: {'; '.join(largest)}\n")
+    changes = compare.environment_changes(here, committed)
+    sys.stdout.write(f"  recorded environment:{'' if changes else ' the same'}\n")
+    for change in changes:
+        sys.stdout.write(f"    {change}\n")
+    return code
 
 
 def study_state(root: Path, path: Path) -> str:

@@ -35,6 +35,8 @@ SCORE_FIGURES = {"sacrebleu": "bleu", "tokenized_bleu": "bleu", "chrf": "chrf", 
 SCORED = set(SCORE_FIGURES.values())
 # fields that name the data scored: a difference means the two runs scored other data
 SAME_DATA = ("sentences", "ref_len_13a")
+# `aiayn results --compare`'s exit code for a record of other code, settings or packages
+NOT_A_RERUN = 3
 # the recorded environment, compared where both records have it
 ENVIRONMENT = ("host", "software")
 EXPERIMENT_ENVIRONMENT = ("device", "precision", "processes", "software", "cpu")
@@ -82,8 +84,9 @@ class Verdict:
 
 
 def committed_record(root: Path, record: Path) -> dict | None:
-    """The record as git's HEAD has it (None: not committed there)."""
-    relative = record.resolve().relative_to(Path(root).resolve()).as_posix()
+    """The record as git's HEAD has it (None: not committed there). `record` is named by its
+    path within the checkout, not resolved: a results/<study> that is a link stays that study."""
+    relative = Path(record).relative_to(root).as_posix()
     try:
         shown = subprocess.run(
             ["git", "show", f"HEAD:{relative}"], cwd=root, capture_output=True, text=True
@@ -97,7 +100,73 @@ def committed_record(root: Path, record: Path) -> dict | None:
                 "results committed there (git's HEAD)"
             )
         return None
-    return json.loads(shown.stdout)
+    try:
+        return checked_record(json.loads(shown.stdout), f"git's HEAD:{relative}")
+    except ValueError as err:
+        raise InputError(f"git's HEAD:{relative} is not a JSON object ({err})") from None
+
+
+def committed_studies(root: Path) -> list[str]:
+    """The studies git's HEAD holds a run.json of (results/<study>), by name."""
+    listed = subprocess.run(
+        ["git", "ls-tree", "--name-only", "HEAD", "results/"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    names = sorted(Path(line).name for line in listed.stdout.splitlines())
+    records = {name: Path(root) / "results" / name / "run.json" for name in names}
+    return [name for name, record in records.items() if committed_record(root, record)]
+
+
+def checked_record(record, where: str) -> dict:
+    """The record, once its figures' places have the shapes `figures` reads: `scores` and
+    `experiments` objects of objects. What is not is named, with where it is."""
+    if not isinstance(record, dict):
+        raise InputError(f"{where} is not a JSON object but {type(record).__name__}")
+    for field in ("scores", "experiments"):
+        entries = record.get(field, {})
+        if not isinstance(entries, dict):
+            raise InputError(f"{where}: `{field}` is {type(entries).__name__}, not an object")
+        for key, entry in entries.items():
+            if not isinstance(entry, dict):
+                raise InputError(
+                    f"{where}: {field}[{key!r}] is {json.dumps(entry)[:60]}, not an object"
+                )
+    return record
+
+
+def rerun_differences(here: dict, committed: dict) -> list[str]:
+    """What makes `here` the record of another study than `committed`: its stages' code, its
+    settings, the packages whose output moves numbers (aiayn.software.PACKAGES). None: a rerun
+    of the same study, whose figures can be held to its tolerances."""
+    from aiayn.software import PACKAGES
+
+    ours, theirs = here.get("versions"), committed.get("versions")
+    if not isinstance(ours, dict) or not isinstance(theirs, dict):
+        side = "here" if not isinstance(ours, dict) else "committed"
+        return [f"the record {side} has no versions (written before run.json recorded them)"]
+    found = []
+    code_ours, code_theirs = ours.get("code", {}), theirs.get("code", {})
+    stages = [s for s in {**code_theirs, **code_ours} if code_ours.get(s) != code_theirs.get(s)]
+    if stages:
+        modules_ours, modules_theirs = ours.get("modules", {}), theirs.get("modules", {})
+        moved = sorted(name for name in modules_ours.keys() | modules_theirs.keys()
+                       if modules_ours.get(name) != modules_theirs.get(name))  # fmt: skip
+        found.append(f"code of {', '.join(stages)}" + (f": {', '.join(moved)}" if moved else ""))
+    for kind in ("datasets", "train", "evaluation"):
+        a, b = ours.get(kind, {}), theirs.get(kind, {})
+        for name in sorted(name for name in a.keys() | b.keys() if a.get(name) != b.get(name)):
+            found.append(f"{kind} settings of {name}")
+    for kind in ("report", "complexity"):
+        if ours.get(kind) != theirs.get(kind):
+            found.append(f"{kind} settings")
+    software_ours, software_theirs = here.get("software") or {}, committed.get("software") or {}
+    for name in PACKAGES:
+        a, b = software_ours.get(name), software_theirs.get(name)
+        if a != b:
+            found.append(f"{name} {a} here, {b} committed")
+    return found
 
 
 def figures(record: dict) -> dict[str, tuple[str, float | int]]:
@@ -152,19 +221,28 @@ def largest_differences(verdicts: list[Verdict]) -> list[str]:
 
 
 def environment_changes(here: dict, committed: dict) -> list[str]:
-    """What the two records say differently of the machine and software: `path: A here, B
-    committed`, for every field both record."""
+    """What the two records say differently of the machine and software, each difference once:
+    `path: A here, B committed` for the study's own fields, and an experiments' field that
+    differs alike in several experiments as one line naming them (or `all N experiments`)."""
     here, committed = with_unset_variables(here, committed)
-    pairs = [(key, here.get(key), committed.get(key)) for key in ENVIRONMENT]
-    for name in sorted(here.get("experiments", {}).keys() & committed.get("experiments", {})):
-        for key in EXPERIMENT_ENVIRONMENT:
-            ours, theirs = here["experiments"][name], committed["experiments"][name]
-            pairs.append((f"experiments.{name}.{key}", ours.get(key), theirs.get(key)))
     changes = []
-    for path, ours, theirs in pairs:
-        for leaf, a, b in leaves(path, ours, theirs):
+    for key in ENVIRONMENT:
+        for leaf, a, b in leaves(key, here.get(key), committed.get(key)):
             if a != b and a is not None and b is not None:
                 changes.append(f"{leaf}: {a} here, {b} committed")
+    names = sorted(here.get("experiments", {}).keys() & committed.get("experiments", {}))
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for name in names:
+        ours, theirs = here["experiments"][name], committed["experiments"][name]
+        for key in EXPERIMENT_ENVIRONMENT:
+            for leaf, a, b in leaves(key, ours.get(key), theirs.get(key)):
+                if a != b and a is not None and b is not None:
+                    grouped.setdefault((leaf, str(a), str(b)), []).append(name)
+    for (leaf, a, b), which in grouped.items():
+        named = (
+            f"all {len(names)} experiments" if len(which) == len(names) > 1 else ", ".join(which)
+        )
+        changes.append(f"experiments' {leaf}: {a} here, {b} committed ({named})")
     return changes
 
 
