@@ -8,6 +8,7 @@ import json
 import subprocess
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -317,3 +318,39 @@ def test_missing_damaged_and_unreadable_records_are_named_with_a_nonzero_exit(tm
                                                         "rerun since)")  # fmt: skip
     assert found["results/toy_seeds"].endswith("nothing rerun since)")
     assert main(["results", "--compare", "--workdir", str(tmp_path / "not_there")]) == 1
+
+
+def test_a_rerun_that_loses_reverses_or_adds_a_marked_conclusion_is_not_reproduced(
+    tmp_path, capsys
+):
+    """The committed study's conclusions are its tables' marked rows, each with its direction
+    against the baseline: a rerun whose tables reverse one, lose one's mark or mark another
+    row is not reproduced (exit 1), each change named, even with every figure in tolerance."""
+    from aiayn.report.run_record import file_digest
+
+    committed_checkout(tmp_path)
+    assert main(["results", "--compare", "--workdir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "  conclusions: reproduced: 3 of 3 hold\n" in out
+    assert "    holds: table3: tiny_learned_positions below tiny, marked\n" in out
+
+    table = tmp_path / "results/toy_seeds/tables/table3.csv"
+    frame = pd.read_csv(table)
+    rows = {name: frame.index[frame["row"] == name][0] for name in frame["row"]}
+    frame.loc[rows["tiny_learned_positions"], "dev sacreBLEU"] = 99.9  # above tiny's 99.51
+    frame.loc[rows["tiny_one_layer"], "mark"] = "none"
+    frame.loc[rows["tiny_one_head"], "mark"] = "*"
+    frame.to_csv(table, index=False)
+    record_path = tmp_path / "results/toy_seeds/run.json"
+    record = json.loads(record_path.read_text())  # as a rerun records its own tables
+    record["files"]["results/toy_seeds/tables/table3.csv"] = file_digest(table)
+    record_path.write_text(json.dumps(record, indent=2))
+    assert main(["results", "--compare", "--workdir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "  conclusions: not reproduced: 1 of 3 hold\n" in out
+    assert "    table3: tiny_learned_positions below tiny, marked: above here\n" in out
+    assert "    table3: tiny_one_layer below tiny, marked: not marked here\n" in out
+    assert (
+        "    table3: tiny_one_head below tiny, marked here: not marked in the committed study\n"
+        in out
+    )

@@ -366,11 +366,31 @@ def compare_study(root: Path, where: Path, present: bool) -> int:
     largest = compare.largest_differences(verdicts)
     if largest and here != committed:  # how close the rerun came, beside each tolerance
         sys.stdout.write(f"  largest differences: {'; '.join(largest)}\n")
+    code = max(code, study_conclusions(root, where.name))
     changes = compare.environment_changes(here, committed)
     sys.stdout.write(f"  recorded environment:{'' if changes else ' the same'}\n")
     for change in changes:
         sys.stdout.write(f"    {change}\n")
     return code
+
+
+def study_conclusions(root: Path, study: str) -> int:
+    """The committed tables' marked rows against the rerun's: one line, and one per change;
+    1 where a conclusion is lost, reversed or new."""
+    from aiayn.report import compare
+
+    committed = compare.conclusions(compare.table_texts(root, study, committed=True))
+    here = compare.conclusions(compare.table_texts(root, study, committed=False))
+    changes = compare.conclusion_changes(here, committed)
+    if not committed and not here:
+        sys.stdout.write("  conclusions: none (no row of its tables is marked)\n")
+        return 0
+    held = [claim for key, claim in committed.items() if here.get(key) == claim]
+    verdict = "reproduced" if not changes else "not reproduced"
+    sys.stdout.write(f"  conclusions: {verdict}: {len(held)} of {len(committed)} hold\n")
+    for line in [*(f"holds: {claim.text()}" for claim in held), *changes]:
+        sys.stdout.write(f"    {line}\n")
+    return 1 if changes else 0
 
 
 def study_state(root: Path, path: Path) -> str:

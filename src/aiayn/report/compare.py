@@ -338,3 +338,76 @@ def derived_tolerances(seeded: dict, compared: dict) -> dict[str, float]:
         for kind, spreads in seed_spreads(seeded).items()
         if spreads
     }
+
+
+# The tables whose marks are a study's conclusions, and the figure each marks
+MARKED_TABLES = {"table2": "sacreBLEU", "table3": "dev sacreBLEU"}
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """One marked row of a table: the experiment is above or below its baseline, and the
+    table's own test (Holm over the table) marks the difference."""
+
+    table: str
+    row: str
+    baseline: str
+    direction: str  # "above" or "below"
+
+    def text(self) -> str:
+        return f"{self.table}: {self.row} {self.direction} {self.baseline}, marked"
+
+
+def conclusions(tables: dict[str, str]) -> dict[tuple[str, str], Conclusion]:
+    """The study's conclusions from its tables' csv text (name -> text): each row marked `*`,
+    keyed by (table, row), with its direction against its baseline."""
+    import io
+
+    import pandas as pd
+
+    found = {}
+    for table, text in tables.items():
+        frame = pd.read_csv(io.StringIO(text))
+        figure, label = MARKED_TABLES[table], "row" if table == "table3" else "model"
+        if not {"mark", "vs. baseline", figure, label} <= set(frame.columns):
+            continue
+        ours = frame[frame["source"] == "ours"]
+        for _, row in ours.iterrows():
+            if not isinstance(row["mark"], str) or not row["mark"].startswith("*"):
+                continue
+            baselines = ours[(ours["vs. baseline"] == "(baseline)") & (ours["pair"] == row["pair"])]
+            baseline = baselines.iloc[0]
+            direction = "above" if row[figure] > baseline[figure] else "below"
+            name = str(baseline[label]).split(" (vs. ")[0]
+            found[(table, str(row[label]))] = Conclusion(table, str(row[label]), name, direction)
+    return found
+
+
+def conclusion_changes(
+    here: dict[tuple[str, str], Conclusion], committed: dict[tuple[str, str], Conclusion]
+) -> list[str]:
+    """Each committed conclusion the rerun does not hold (lost or reversed) and each it adds."""
+    changes = []
+    for key, claim in committed.items():
+        if key not in here:
+            changes.append(f"{claim.text()}: not marked here")
+        elif here[key].direction != claim.direction:
+            changes.append(f"{claim.text()}: {here[key].direction} here")
+    for key in here.keys() - committed.keys():
+        changes.append(f"{here[key].text()} here: not marked in the committed study")
+    return changes
+
+
+def table_texts(root: Path, study: str, committed: bool) -> dict[str, str]:
+    """The marked tables' csv text of a study: the working tree's, or git's HEAD's."""
+    found = {}
+    for table in MARKED_TABLES:
+        relative = f"results/{study}/tables/{table}.csv"
+        if committed:
+            shown = subprocess.run(["git", "show", f"HEAD:{relative}"], cwd=root,
+                                   capture_output=True, text=True)  # fmt: skip
+            if shown.returncode == 0:
+                found[table] = shown.stdout
+        elif (Path(root) / relative).is_file():
+            found[table] = (Path(root) / relative).read_text(encoding="utf-8")
+    return found
