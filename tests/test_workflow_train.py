@@ -705,7 +705,8 @@ def test_formatting_comments_and_docstrings_rerun_nothing_a_statement_its_stages
         )
         assert all(path.read_text() != originals[path] for path in (textio, trainer))
         before = mtimes(default_run, "runs/**/*") | mtimes(default_run, "results/**/*")
-        assert "Nothing to be done" in run_snakemake(default_run).stdout
+        ran = run_snakemake(default_run)
+        assert "Nothing to be done" in ran.stdout + ran.stderr
         assert mtimes(default_run, "runs/**/*") | mtimes(default_run, "results/**/*") == before
         assert aiayn(default_run, "results").stdout == "results/toy: current\n"
 

@@ -27,6 +27,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from aiayn.config import paths
 from aiayn.errors import InputError
 
 # run.json's score fields compared within a tolerance, and the tolerance each uses (chrF has
@@ -109,13 +110,13 @@ def committed_record(root: Path, record: Path) -> dict | None:
 def committed_studies(root: Path) -> list[str]:
     """The studies git's HEAD holds a run.json of (results/<study>), by name."""
     listed = subprocess.run(
-        ["git", "ls-tree", "--name-only", "HEAD", "results/"],
+        ["git", "ls-tree", "--name-only", "HEAD", paths.results_dir("")],
         cwd=root,
         capture_output=True,
         text=True,
     )
     names = sorted(Path(line).name for line in listed.stdout.splitlines())
-    records = {name: Path(root) / "results" / name / "run.json" for name in names}
+    records = {name: Path(root) / paths.run_record(name) for name in names}
     return [name for name, record in records.items() if committed_record(root, record)]
 
 
@@ -402,7 +403,7 @@ def table_texts(root: Path, study: str, committed: bool) -> dict[str, str]:
     """The marked tables' csv text of a study: the working tree's, or git's HEAD's."""
     found = {}
     for table in MARKED_TABLES:
-        relative = f"results/{study}/tables/{table}.csv"
+        relative = paths.table_file(table, "csv", study)
         if committed:
             shown = subprocess.run(["git", "show", f"HEAD:{relative}"], cwd=root,
                                    capture_output=True, text=True)  # fmt: skip
