@@ -17,6 +17,9 @@ import math
 import re
 from collections.abc import Iterable
 
+import yaml
+
+from aiayn.config.yaml_text import ConfigLoader
 from aiayn.errors import InputError
 
 # Values in the config with every YAML alias expanded: the paper's whole study has about 2,000.
@@ -143,13 +146,32 @@ def not_a_number(value, kind: str) -> str:
             "for its default"
         )
     if isinstance(value, str):
-        return (
-            f"{short(value)} is text, not {wanted}: write it without quotes (in YAML, "
-            f'`key: 100`, not `key: "100"`)'
-        )
+        return f"{short(value)} is text, not {wanted}: {how_to_write_a_number(value, wanted)}"
     if isinstance(value, float) and kind == "integer":
         return f"{short(value)} is not a whole number: write it without a decimal point"
     return f"{short(value)} is not {wanted}"
+
+
+# an exponent YAML 1.1 leaves as text: it needs a decimal point and a sign (1.0e+5)
+EXPONENT = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+")
+
+
+def how_to_write_a_number(text: str, wanted: str) -> str:
+    """The way out for a number read as text: the quotes, where the text unquoted is a number;
+    else what YAML made of what was written (a leading zero, a time, a date, `1e5`)."""
+    try:
+        unquoted = yaml.load(text, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader
+    except yaml.YAMLError:
+        unquoted = None
+    if isinstance(unquoted, int | float) and not isinstance(unquoted, bool):
+        return 'write it without quotes (in YAML, `key: 100`, not `key: "100"`)'
+    if EXPONENT.fullmatch(text.strip()):
+        number = float(text)
+        plain = f"{int(number)}" if number.is_integer() and abs(number) < 1e15 else f"{number:.1e}"
+        return f"YAML reads an exponent without a decimal point and a sign as text: write {plain}"
+    example = "100" if wanted == "a whole number" else "0.5"
+    return (f"YAML reads `{text[:40]}` as text (a leading zero, a time and a date stay text "
+            f"here): write {wanted} in plain digits, like {example}")  # fmt: skip
 
 
 def unknown_key(error, where: str) -> str:

@@ -24,7 +24,8 @@ def dataset_of(experiment: dict, datasets: dict) -> dict:
     if dataset_name not in datasets:
         raise InputError(
             f"experiment {name!r}: dataset {dataset_name!r} is not defined under `datasets` "
-            f"(defined: {sorted(datasets)})"
+            f"(defined: {sorted(datasets)}): define it there, or `include:` the file that "
+            f"does (configs/data/<name>.yaml)"
         )
     return datasets[dataset_name]
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from aiayn.config.check import check_size
+from aiayn.config.yaml_text import ConfigLoader, load_yaml, raw_study
 from aiayn.errors import InputError
 
 NAMED_SECTIONS = ("experiments", "datasets")
@@ -113,7 +114,7 @@ def typed_scalars(value):
     if not isinstance(value, str):
         return value
     try:
-        typed = yaml.safe_load(value) if value.strip() else None
+        typed = yaml.load(value, Loader=ConfigLoader) if value.strip() else None  # noqa: S506
     except yaml.YAMLError:
         return value
     if typed is None or isinstance(typed, bool | int | float):
@@ -195,7 +196,8 @@ def load_file(path: Path) -> dict:
     if not path.is_file():
         raise InputError(f"config file {path} does not exist")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        text = path.read_text(encoding="utf-8")
+        data = load_yaml(text, f"config file {path}") or {}
     except yaml.YAMLError as err:
         raise InputError(f"config file {path} is not valid YAML: {err}") from None
     except UnicodeDecodeError as err:
@@ -205,6 +207,8 @@ def load_file(path: Path) -> dict:
         ) from None
     if not isinstance(data, dict):
         raise InputError(f"config file {path} must hold a mapping of settings")
+    if isinstance(data.get("study"), int | float) and not isinstance(data["study"], bool):
+        data["study"] = raw_study(text)  # a name, as written (`0x10`, not 16)
     return checked_settings(data, str(path))
 
 

@@ -1,0 +1,139 @@
+"""The config door, by generated input: any value at any key of the default config is either
+taken, or refused in a few lines that name the key (or the file), before any job; never a
+traceback, and never a YAML 1.1 scalar read as something it does not look like (`12:30:00` as
+45000, `010` as 8, a date). Hypothesis draws the keys and values (derandomized: the same examples
+every run); each counterexample it found is a named test below."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aiayn.config.load import load_config
+from aiayn.config.plan import Plan
+from aiayn.errors import InputError
+from tests.conftest import PROJECT
+
+DEFAULT = yaml.safe_load((PROJECT / "config.yaml").read_text(encoding="utf-8"))
+PLACEHOLDER = "@@VALUE@@"
+# Scalars YAML 1.1 reads as something they do not look like, or that are easy to mistype
+NOT_WHAT_THEY_LOOK_LIKE = ["12:30:00", "3:30", "010", "2026-12-05", "2026-12-05 10:00:00"]
+ODD_SCALARS = [*NOT_WHAT_THEY_LOOK_LIKE, "no", "yes", "on", "off", "~", "null", "1e5", "1e-9",
+               ".inf", "-.inf", ".nan", "0x10", "0b11", "1_000", "-0.0", "''", "[]", "{}",
+               "[1, 1]", "[[[[[[[[]]]]]]]]", "99999999999999999999", "!!str 5"]  # fmt: skip
+
+
+def leaves(value, path=()):
+    """Every leaf's path in a config (a list counts as one leaf)."""
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            yield from leaves(item, (*path, key))
+    else:
+        yield path
+
+
+KEYS = list(leaves(DEFAULT))
+
+
+def as_yaml(value) -> str:
+    """A Python value as YAML flow text, as a user could write it."""
+    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=10**6)
+    return text.removesuffix("\n...\n").strip()
+
+
+python_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=300),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),  # fmt: skip
+    max_leaves=8,
+)
+VALUES = st.sampled_from(ODD_SCALARS) | python_values.map(as_yaml)
+
+
+def config_text(key: tuple, value: str) -> str:
+    """The default config with the value at `key` written as `value` (raw YAML)."""
+    config = copy.deepcopy(DEFAULT)
+    holder = config
+    for part in key[:-1]:
+        holder = holder[part]
+    holder[key[-1]] = PLACEHOLDER
+    return yaml.safe_dump(config, sort_keys=False).replace(f"'{PLACEHOLDER}'", value)
+
+
+def planned(path) -> dict:
+    """What the Snakefile reads of a config before any job: the composed, validated config and
+    the plan's files and bill."""
+    config = load_config(PROJECT, [path])
+    plan = Plan(config)
+    plan.runs.check()
+    plan.data.prepared_files()
+    plan.outputs.score_files()
+    plan.report.files()
+    plan.report.gpu_hours()
+    plan.runs.early_stopping_that_cannot_stop()
+    return config
+
+
+def value_at(config: dict, key: tuple):
+    for part in key:
+        config = config[part]
+    return config
+
+
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(key=st.sampled_from(KEYS), value=VALUES)
+def test_any_value_at_any_config_key_is_taken_or_refused_naming_it(tmp_path, key, value):
+    path = tmp_path / "study.yaml"
+    path.write_text(config_text(key, value), encoding="utf-8")
+    try:
+        config = planned(path)
+    except InputError as err:
+        message = str(err)
+        assert len(message.splitlines()) <= 3, message
+        named = {str(key[-1]), ".".join(map(str, key)), str(path), "include:"}
+        assert any(name in message for name in named), (key, message)
+        return
+    if value in NOT_WHAT_THEY_LOOK_LIKE:  # taken only as the text it is
+        try:
+            taken = value_at(config, key)
+        except (KeyError, TypeError):  # composed away (a list of includes, say)
+            return
+        assert not isinstance(taken, int | float) or isinstance(taken, bool), (key, taken)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "refusal"),
+    [
+        (("experiments", "tiny", "train", "checkpoint_every_minutes"), "12:30:00",
+         "checkpoint_every_minutes: '12:30:00' is not of type"),
+        (("experiments", "tiny", "train", "max_steps"), "010",
+         "max_steps: '010' is text, not a whole number: YAML reads `010` as text"),
+        (("experiments", "tiny", "train", "max_steps"), "1e5",
+         "exponent without a decimal point and a sign as text: write 100000"),
+        (("complexity", "lengths"), "[16, 32, 2026-12-05]", "'2026-12-05' is text"),
+        (("report",), "&loop {again: *loop}", "refers to a structure that holds it (a loop)"),
+        (("experiments", "tiny", "overrides"), "[" * 5000 + "]" * 5000, "nests its settings too"),
+    ],
+)  # fmt: skip
+def test_what_yaml_1_1_would_misread_or_cannot_hold_is_refused(tmp_path, key, value, refusal):
+    path = tmp_path / "study.yaml"
+    path.write_text(config_text(key, value), encoding="utf-8")
+    with pytest.raises(InputError, match=refusal.replace("(", r"\(").replace(")", r"\)")):
+        planned(path)
+
+
+def test_a_study_named_by_a_number_keeps_it_as_written(tmp_path):
+    """`study: 0x10` is the study `0x10` (results/0x10/), not 16; a date is its text too."""
+    for written in ("0x10", "2024", "1.50", "2026-12-05"):
+        path = tmp_path / "study.yaml"
+        path.write_text(config_text(("study",), written), encoding="utf-8")
+        assert planned(path)["study"] == written
+    path.write_text(config_text(("study",), "[1, 1]"), encoding="utf-8")
+    with pytest.raises(InputError, match=r"`study: \[1, 1\]` is not a name"):
+        planned(path)
