@@ -108,16 +108,17 @@ def committed_record(root: Path, record: Path) -> dict | None:
 
 
 def committed_studies(root: Path) -> list[str]:
-    """The studies git's HEAD holds a run.json of (results/<study>), by name."""
+    """The studies git's HEAD holds a run.json of (results/<study>), by name: read from git's
+    listing, each record read once, where the study is compared."""
     listed = subprocess.run(
-        ["git", "ls-tree", "--name-only", "HEAD", paths.results_dir("")],
+        ["git", "ls-tree", "-r", "--name-only", "HEAD", paths.results_dir("")],
         cwd=root,
         capture_output=True,
         text=True,
     )
-    names = sorted(Path(line).name for line in listed.stdout.splitlines())
-    records = {name: Path(root) / paths.run_record(name) for name in names}
-    return [name for name, record in records.items() if committed_record(root, record)]
+    records = set(listed.stdout.splitlines())
+    names = {Path(line).parent.name for line in records}
+    return sorted(name for name in names if paths.run_record(name) in records)
 
 
 def checked_record(record, where: str) -> dict:
