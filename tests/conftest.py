@@ -35,12 +35,12 @@ CHECKED_FILES = ["config.yaml", "configs", "rules", "workflow_scripts", "src", "
 def slurm_missing() -> str | None:
     """Why this machine cannot run the test cluster of tests/slurm/up.sh, or None if it can."""
     missing = [
-        tool for tool in ("slurmctld", "slurmd", "sbatch", "munged") if not shutil.which(tool)
+        tool for tool in ("slurmctld", "slurmd", "sbatch", "munged", "ip") if not shutil.which(tool)
     ]
     if missing:
         return (
             f"SLURM is not installed ({', '.join(missing)} missing): "
-            "apt-get install slurmctld slurmd slurm-client munge"
+            "apt-get install slurmctld slurmd slurm-client munge iproute2"
         )
     if os.geteuid() != 0:
         return "tests/slurm/up.sh needs root"

@@ -1,9 +1,10 @@
 """The workflow through a real SLURM cluster: tests/slurm/up.sh brings up slurmctld, slurmd and
-munged on this machine (one node, 2 fake GPUs) for the test session (conftest.slurm_controller),
-every job goes through sbatch, down.sh stops it at the end.
+munged on this machine (this machine a node with 2 fake GPUs, and two more nodes in network
+namespaces) for the test session (conftest.slurm_controller), every job goes through sbatch,
+down.sh stops it at the end.
 
-Needs root and Debian's slurmctld, slurmd, slurm-client and munge; .ci/run installs them. Outside
-CI the tests skip without them; in CI (CI=true) their absence is a failure.
+Needs root, Debian's slurmctld, slurmd, slurm-client and munge, and iproute2; .ci/run installs
+them. Outside CI the tests skip without them; in CI (CI=true) their absence is a failure.
 """
 
 from __future__ import annotations
@@ -269,3 +270,63 @@ def test_two_processes_train_through_srun_and_torchrun_under_slurm(slurm_cluster
     launch = next(line for line in log.splitlines() if line.startswith("$ "))
     assert launch.startswith("$ srun --overlap") and "--rdzv_backend=c10d" in launch
     assert "--nnodes=1" in launch and "--nproc_per_node=2" in launch
+
+
+# A job of two nodes as Snakemake's slurm-jobstep executor runs a rule: the rule in a one-node
+# step (srun -n1 --nodes=1), which starts its own srun across the allocation; the ranks meet at
+# a c10d rendezvous on the first node and sum their ranks with gloo, over the nodes' network.
+TWO_NODE_JOB = r"""#!/bin/bash
+srun -n1 --nodes=1 bash -c '
+echo "step: $(hostname) SLURM_NNODES=$SLURM_NNODES"
+step=$(env | grep -oE "^(SLURM|SRUN|SBATCH)_[A-Z_]+" \
+    | grep -vE "^SLURM_(JOB_?ID|CLUSTER_NAME|SUBMIT_DIR|SUBMIT_HOST)$")
+env $(printf -- "-u %s " $step) \
+    srun --overlap --jobid=$SLURM_JOB_ID --nodes=2 --ntasks=2 --ntasks-per-node=1 \
+    PYTHON -m torch.distributed.run --nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d \
+    --rdzv_endpoint=aiayn-node1:29777 --rdzv_id=pair-$SLURM_JOB_ID SCRIPT
+'
+"""
+RANK_REPORT = """
+import socket, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+total = torch.tensor([dist.get_rank() + 1])
+dist.all_reduce(total)
+host = socket.gethostname()
+print(f"rank {dist.get_rank()} on {host} at {socket.gethostbyname(host)}: sum {total.item()}")
+"""
+
+
+def test_the_two_namespaced_nodes_are_two_machines_to_a_job(slurm_cluster, tmp_path):
+    """multinode's two nodes (tests/slurm/up.sh): each rank of a two-node job runs on its own
+    node, with its own host name and address, and the ranks exchange tensors over the network
+    after a rendezvous on the first node, started from a one-node step as a rule is (with
+    the step's own SLURM variables left out, so that srun takes the allocation's nodes)."""
+    script, report = tmp_path / "job.sh", tmp_path / "ranks.py"
+    report.write_text(RANK_REPORT)
+    script.write_text(TWO_NODE_JOB.replace("PYTHON", sys.executable).replace("SCRIPT", str(report)))
+    output = tmp_path / "job.out"
+    submitted = subprocess.run(
+        [
+            "sbatch",
+            "--wait",
+            "--partition=multinode",
+            "--nodes=2",
+            "--gres=gpu:1",
+            "--mem=1000",
+            f"--output={output}",
+            str(script),
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    printed = output.read_text()
+    assert submitted.returncode == 0, submitted.stderr + printed
+    assert "step: aiayn-node1 SLURM_NNODES=1" in printed
+    # torchrun numbers the nodes in the order they join the rendezvous
+    ranks = re.findall(r"rank (\d) on (\S+) at (\S+): sum (\d+)", printed)
+    assert sorted(rank for rank, *_ in ranks) == ["0", "1"], printed
+    assert sorted((host, address, total) for _, host, address, total in ranks) == [
+        ("aiayn-node1", "10.254.77.11", "3"),
+        ("aiayn-node2", "10.254.77.12", "3"),
+    ], printed

@@ -1,38 +1,77 @@
 #!/usr/bin/env bash
-# Bring up a one-node SLURM cluster on this machine, without systemd, for the SLURM tests:
-# munged, slurmctld and slurmd started in the background, stopped by tests/slurm/down.sh.
-# Needs root and Debian's slurmctld, slurmd, slurm-client and munge (README, "Development").
-# The node has two fake GPUs (character devices like /dev/null) so that GPU requests
-# (--gres=gpu:N) are really scheduled; training on them falls back to the CPU.
+# Bring up a SLURM cluster on this machine, without systemd, for the SLURM tests: munged,
+# slurmctld and three slurmd started in the background, stopped by tests/slurm/down.sh.
+# Needs root, Debian's slurmctld, slurmd, slurm-client and munge, and iproute2 (README,
+# "Development").
+#
+# - This machine is a node (its host name, partitions cpu and gpu) with two fake GPUs
+#   (character devices like /dev/null), so that GPU requests (--gres=gpu:N) are really
+#   scheduled; training on them falls back to the CPU.
+# - aiayn-node1 and aiayn-node2 (partition multinode, one fake GPU and one CPU each) are two
+#   machines as far as any program can tell: each slurmd runs in its own network namespace
+#   (its own address on a bridge, 10.254.77.11 and .12, no loopback shared with the others)
+#   and UTS namespace (its own host name), and resolves the nodes' names through its own hosts
+#   file (/etc/netns/<node>/hosts). What a job starts there (srun's steps, torchrun, a
+#   rendezvous, gloo's connections) crosses that network as it would between two machines;
+#   only the file system is shared, as a cluster's is.
+#
 # No accounting daemon: sacct does not work, so profiles must query job status with squeue.
 set -euo pipefail
 
 state=${AIAYN_SLURM_STATE:-/tmp/aiayn-slurm}
 conf_dir=/etc/slurm
+bridge=aiayn-br0
+net=10.254.77   # the controller at .1 on the bridge, node N at .1N
+nodes=(aiayn-node1 aiayn-node2)
 host=$(hostname -s)
 # --all: the machine's CPUs; plain nproc follows OMP_NUM_THREADS, which the test workers set to 1
 cpus=$(nproc --all)
 memory_mb=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024))
 
 if scontrol ping 2> /dev/null | grep -q "is UP"; then
-    if pgrep -x slurmd > /dev/null; then
+    if [ "$(pgrep -x slurmd | wc -l)" -eq $((1 + ${#nodes[@]})) ]; then
         echo "SLURM is already up (tests/slurm/down.sh stops it)"
         exit 0
     fi
-    # A controller without its node daemon (left by a run that stopped only half the cluster)
-    # answers every ping while every job pends forever: stop it and start the cluster afresh.
-    echo "slurmctld is up but slurmd is not: starting SLURM afresh" >&2
+    # A controller without its node daemons (left by a run that stopped only part of the
+    # cluster) answers every ping while jobs pend forever: stop it and start afresh.
+    echo "slurmctld is up but not every slurmd is: starting SLURM afresh" >&2
     "$(dirname "$0")/down.sh" > /dev/null
 fi
 
 mkdir -p "$state"/{ctld,d,log,run} "$conf_dir"
-for gpu in 0 1; do
+for gpu in 0 1 2 3; do
     [ -e "$state/gpu$gpu" ] || mknod "$state/gpu$gpu" c 1 3
+done
+
+# The two namespaced machines: a veth pair each, its outer end on the bridge.
+ip link show "$bridge" > /dev/null 2>&1 || ip link add "$bridge" type bridge
+ip address replace "$net.1/24" dev "$bridge"
+ip link set "$bridge" up
+for i in "${!nodes[@]}"; do
+    node=${nodes[$i]} address=$net.1$((i + 1))
+    ip netns list | grep -qw "$node" || ip netns add "$node"
+    if ! ip link show "aiayn-veth$((i + 1))" > /dev/null 2>&1; then
+        ip link add "aiayn-veth$((i + 1))" type veth peer name eth0 netns "$node"
+    fi
+    ip link set "aiayn-veth$((i + 1))" master "$bridge" up
+    ip -n "$node" address replace "$address/24" dev eth0
+    ip -n "$node" link set lo up
+    ip -n "$node" link set eth0 up
+    mkdir -p "/etc/netns/$node"
+    {
+        echo "127.0.0.1 localhost"
+        echo "$net.1 $host"
+        echo "$address $node"
+        for j in "${!nodes[@]}"; do
+            [ "$j" -eq "$i" ] || echo "$net.1$((j + 1)) ${nodes[$j]}"
+        done
+    } > "/etc/netns/$node/hosts"
 done
 
 cat > "$conf_dir/slurm.conf" <<CONF
 ClusterName=aiayn
-SlurmctldHost=${host}(127.0.0.1)
+SlurmctldHost=${host}($net.1)
 AuthType=auth/munge
 CredType=cred/munge
 SlurmUser=root
@@ -51,19 +90,28 @@ SchedulerParameters=sched_interval=2
 ReturnToService=2
 KillWait=30
 StateSaveLocation=$state/ctld
-SlurmdSpoolDir=$state/d
+SlurmdSpoolDir=$state/d/%n
 SlurmctldPidFile=$state/run/slurmctld.pid
-SlurmdPidFile=$state/run/slurmd.pid
+SlurmdPidFile=$state/run/slurmd.%n.pid
 SlurmctldLogFile=$state/log/slurmctld.log
-SlurmdLogFile=$state/log/slurmd.log
+SlurmdLogFile=$state/log/slurmd.%n.log
+# A node whose slurmd stops answering is DOWN (and its jobs ended) after this many seconds.
+SlurmdTimeout=20
 GresTypes=gpu
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$memory_mb Gres=gpu:2 State=UNKNOWN
-PartitionName=cpu Nodes=$host Default=YES MaxTime=INFINITE State=UP
-PartitionName=gpu Nodes=$host MaxTime=INFINITE State=UP
+NodeName=$host NodeAddr=$net.1 CPUs=$cpus RealMemory=$memory_mb Gres=gpu:2 State=UNKNOWN
+NodeName=${nodes[0]} NodeAddr=$net.11 CPUs=1 RealMemory=4096 Gres=gpu:1 State=UNKNOWN
+NodeName=${nodes[1]} NodeAddr=$net.12 CPUs=1 RealMemory=4096 Gres=gpu:1 State=UNKNOWN
+PartitionName=cpu Nodes=$host Default=YES MaxNodes=1 MaxTime=INFINITE State=UP
+# One machine per job here: multi-node jobs go to multinode (what the slurm plugin's partition
+# config, generated from this, says)
+PartitionName=gpu Nodes=$host MaxNodes=1 MaxTime=INFINITE State=UP
+PartitionName=multinode Nodes=${nodes[0]},${nodes[1]} MaxTime=INFINITE State=UP
 CONF
 cat > "$conf_dir/gres.conf" <<CONF
 NodeName=$host Name=gpu File=$state/gpu0
 NodeName=$host Name=gpu File=$state/gpu1
+NodeName=${nodes[0]} Name=gpu File=$state/gpu2
+NodeName=${nodes[1]} Name=gpu File=$state/gpu3
 CONF
 
 if ! pgrep -x munged > /dev/null; then
@@ -74,14 +122,22 @@ fi
 # state folder (a test run that was stopped leaves some), and they hold the node's CPUs.
 slurmctld -c
 slurmd
+for node in "${nodes[@]}"; do
+    # The node's network, and a mount and UTS namespace of its own for its hosts file and host
+    # name (not `ip netns exec`, whose fresh /sys lacks the cgroup mount slurmd needs)
+    nsenter --net="/run/netns/$node" unshare --mount --uts sh -c \
+        "mount --bind /etc/netns/$node/hosts /etc/hosts && hostname $node && exec slurmd -N $node"
+done
 
 # The node is idle within a second here. CI once saw it not idle after 30 s, with no log kept:
 # wait two minutes (by the clock: sinfo itself retries for seconds while the controller is
 # away), and if it still is not, print what the daemons say.
 deadline=$((SECONDS + ${AIAYN_SLURM_WAIT_SECONDS:-120}))
 while [ "$SECONDS" -lt "$deadline" ]; do
-    if [ "$(sinfo -h -n "$host" -o %T 2> /dev/null | head -1)" = "idle" ]; then
-        echo "SLURM is up: node $host, $cpus CPUs, 2 GPUs (fake), partitions cpu and gpu"
+    states=$(sinfo -h -N -o %T 2> /dev/null | sort -u)
+    if [ "$states" = "idle" ] && [ "$(sinfo -h -N -o %N | sort -u | wc -l)" -eq 3 ]; then
+        echo "SLURM is up: node $host ($cpus CPUs, 2 GPUs, fake; partitions cpu and gpu)," \
+            "${nodes[*]} (1 CPU, 1 GPU each; partition multinode)"
         exit 0
     fi
     sleep 0.5
@@ -89,11 +145,10 @@ done
 {
     echo "SLURM did not come up in time; what it says (logs in $state/log/):"
     for daemon in munged slurmctld slurmd; do
-        if pgrep -x "$daemon" > /dev/null; then state_of=running; else state_of="NOT running"; fi
-        echo "  $daemon: $state_of"
+        echo "  $daemon: $(pgrep -x "$daemon" | wc -l) running"
     done
-    sinfo -h -N -p cpu -o "  node %N: state %T, reason %E" 2>&1 || true
-    for log in "$state"/log/slurmctld.log "$state"/log/slurmd.log; do
+    sinfo -h -N -o "  node %N: state %T, reason %E" 2>&1 || true
+    for log in "$state"/log/*.log; do
         echo "--- last lines of $log"
         tail -n 15 "$log" 2> /dev/null || echo "(missing)"
     done
