@@ -95,15 +95,12 @@ SlurmctldPidFile=$state/run/slurmctld.pid
 SlurmdPidFile=$state/run/slurmd.%n.pid
 SlurmctldLogFile=$state/log/slurmctld.log
 SlurmdLogFile=$state/log/slurmd.%n.log
-# A node whose slurmd stops answering is DOWN (and its jobs ended) after this many seconds.
-SlurmdTimeout=20
 GresTypes=gpu
 NodeName=$host NodeAddr=$net.1 CPUs=$cpus RealMemory=$memory_mb Gres=gpu:2 State=UNKNOWN
 NodeName=${nodes[0]} NodeAddr=$net.11 CPUs=1 RealMemory=4096 Gres=gpu:1 State=UNKNOWN
 NodeName=${nodes[1]} NodeAddr=$net.12 CPUs=1 RealMemory=4096 Gres=gpu:1 State=UNKNOWN
 PartitionName=cpu Nodes=$host Default=YES MaxNodes=1 MaxTime=INFINITE State=UP
-# One machine per job here: multi-node jobs go to multinode (what the slurm plugin's partition
-# config, generated from this, says)
+# One machine per job in cpu and gpu; jobs of several go to multinode
 PartitionName=gpu Nodes=$host MaxNodes=1 MaxTime=INFINITE State=UP
 PartitionName=multinode Nodes=${nodes[0]},${nodes[1]} MaxTime=INFINITE State=UP
 CONF
