@@ -49,12 +49,12 @@ ip link show "$bridge" > /dev/null 2>&1 || ip link add "$bridge" type bridge
 ip address replace "$net.1/24" dev "$bridge"
 ip link set "$bridge" up
 for i in "${!nodes[@]}"; do
-    node=${nodes[$i]} address=$net.1$((i + 1))
+    node=${nodes[$i]} address=$net.1$((i + 1)) veth=aiayn-veth$((i + 1))
     ip netns list | grep -qw "$node" || ip netns add "$node"
-    if ! ip link show "aiayn-veth$((i + 1))" > /dev/null 2>&1; then
-        ip link add "aiayn-veth$((i + 1))" type veth peer name eth0 netns "$node"
+    if ! ip link show "$veth" > /dev/null 2>&1; then
+        ip link add "$veth" type veth peer name eth0 netns "$node"
     fi
-    ip link set "aiayn-veth$((i + 1))" master "$bridge" up
+    ip link set "$veth" master "$bridge" up
     ip -n "$node" address replace "$address/24" dev eth0
     ip -n "$node" link set lo up
     ip -n "$node" link set eth0 up
