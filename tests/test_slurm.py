@@ -293,6 +293,7 @@ total = torch.tensor([dist.get_rank() + 1])
 dist.all_reduce(total)
 host = socket.gethostname()
 print(f"rank {dist.get_rank()} on {host} at {socket.gethostbyname(host)}: sum {total.item()}")
+dist.destroy_process_group()  # a gloo group left to the exit can abort the process
 """
 
 
