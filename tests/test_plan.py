@@ -57,6 +57,20 @@ def test_each_experiment_scores_averaged_dev_and_test_and_the_last_checkpoint_on
     assert plan.runs.baseline_of("tiny_one_head") == plan.runs.baseline_of("tiny") == "tiny"
 
 
+@pytest.mark.parametrize("sentences", [[], ["One sentence ."], ["One .", "Two .", "Three ."]])
+def test_the_attention_figures_follow_the_sentences_and_none_are_asked_without_any(
+    default, sentences
+):
+    config = copy.deepcopy(default)
+    config["report"]["attention_sentences"] = sentences
+    plan = Plan(config)
+    drawn = plan.report.attention_figures()
+    asked = [f for f in plan.report.run_record_inputs() if "/attention/" in f]
+    assert len(drawn) == (2 * (len(sentences) + 1) if sentences else 0)
+    assert len(asked) == (len(plan.runs.translators()) if sentences else 0)
+    assert all(f.endswith(".sentence1.pdf") for f in asked)
+
+
 def test_parsers_and_translators_are_told_apart_and_reported_in_their_own_tables(with_parser):
     plan = Plan(with_parser)
     assert plan.data.treebanks() == ["ptb_sample"]

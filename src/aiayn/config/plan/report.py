@@ -32,20 +32,22 @@ class ReportPlan:
         if names:
             files += [self.table_file(table) for table in ("table2", "table3")]
             files += [paths.figure_file(figure, study=self.study) for figure in FIGURES]
-            files += [  # one seed is enough to look at
-                paths.attention_figure("sentence1", experiment=name, study=self.study)
-                for name in names
-                if self.runs.seed_index(name) == 1
-            ]
+            if self.config["report"]["attention_sentences"]:
+                files += [  # one seed is enough to look at
+                    paths.attention_figure("sentence1", experiment=name, study=self.study)
+                    for name in names
+                    if self.runs.seed_index(name) == 1
+                ]
         return files
 
     def table_file(self, table: str, suffix: str = "md") -> str:
         return paths.table_file(table, suffix, self.study)
 
     def attention_figures(self) -> list[str]:
-        """The attention maps' output patterns: each sentence's heads, and the chosen word's."""
+        """The attention maps' output patterns: each sentence's heads, and the chosen word's
+        (none without sentences: the word is one of the first sentence's)."""
         count = len(self.config["report"]["attention_sentences"])
-        views = [f"sentence{i + 1}" for i in range(count)] + ["word"]
+        views = [f"sentence{i + 1}" for i in range(count)] + ["word"] if count else []
         return [
             paths.attention_figure(view, suffix, study=self.study)
             for view in views
