@@ -45,7 +45,7 @@ wildcard_constraints:
     lang=r"[a-z]{2,3}",
     experiment=r"[A-Za-z0-9_][A-Za-z0-9_.]*",
     checkpoint=r"averaged|last",
-    format=r"hf|ct2(-(int8|int8_float32|int8_float16|int8_bfloat16|int16|float16|bfloat16))?",
+    format=r"hf|ct2(-[a-z0-9_]+)?",  # ct2-<weight type>: the export checks CTranslate2's list
 
 
 def code_version(script):

@@ -10,12 +10,15 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import stat
 import threading
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aiayn.data.toy import generate
 from aiayn.decode.settings import DecodeSettings
@@ -28,6 +31,7 @@ from aiayn.prepare.subword import SubwordSettings, train_bpe
 from aiayn.textio import file_sha256
 from aiayn.train.checkpoint import save_weights
 from aiayn.vocab import BOS_ID, EOS_ID
+from tests.conftest import PROJECT
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="pip install -e '.[export]'")
 SOURCES = [[5, 6, 7, 8, 9], [10, 11, 12]]
@@ -227,3 +231,28 @@ def test_a_parser_is_not_exported(tmp_path, toy_bundle):
         bundle.export(weights, subword, DecodeSettings(constrain="trees"), tmp_path / "x", "ct2",
                       experiment="wsj")  # fmt: skip
     assert not (tmp_path / "x").exists()
+
+
+def export_format_pattern() -> re.Pattern:
+    """The `format` wildcard's constraint, as rules/common.smk states it."""
+    rules = (PROJECT / "rules" / "common.smk").read_text(encoding="utf-8")
+    return re.compile(re.search(r'^    format=r"([^"]+)",', rules, re.M).group(1))
+
+
+@given(st.text(alphabet=st.characters(codec="ascii"), max_size=20))
+@settings(max_examples=200, derandomize=True, deadline=None)
+def test_each_ct2_weight_type_is_a_target_and_any_other_is_refused_by_name(suffix):
+    """The export rule's targets follow CTranslate2's own list of weight types (ct2-float32
+    was refused by a list of our own): each is a target; any other suffix the pattern lets
+    through is refused before the model loads, naming itself and the list."""
+    from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
+
+    pattern = export_format_pattern()
+    assert all(pattern.fullmatch(f"ct2-{kind}") for kind in ACCEPTED_MODEL_TYPES)
+    if not pattern.fullmatch(f"ct2-{suffix}"):
+        return
+    if suffix in ACCEPTED_MODEL_TYPES:
+        bundle.check_quantization(suffix)
+    else:
+        with pytest.raises(InputError, match=f"^{re.escape(repr(suffix))} is not a CTranslate2"):
+            bundle.check_quantization(suffix)

@@ -303,11 +303,14 @@ def test_aiayn_export_gives_stock_ctranslate2_and_transformers_our_translations(
         assert made.returncode == 0, made.stderr[-3000:]
     # the workflow's way to ask for it (rule export, not part of `all`): the same model
     workflow = copy_built(default_run, tmp_path / "workflow")
-    run_snakemake(workflow, "runs/tiny/export/ct2", "runs/tiny/export/hf")
+    run_snakemake(workflow, "runs/tiny/export/ct2", "runs/tiny/export/hf",
+                  "runs/tiny/export/ct2-float32")  # fmt: skip
     for fmt, weights in (("ct2", "model.bin"), ("hf", "model.safetensors")):
         made = workflow / "runs/tiny/export" / fmt
         assert (made / weights).read_bytes() == (tmp_path / fmt / weights).read_bytes()
         assert (workflow / f"logs/export/tiny/{fmt}.log").exists()
+    float32 = workflow / "runs/tiny/export/ct2-float32/model.bin"  # our weights' own type
+    assert float32.read_bytes() == (tmp_path / "ct2/model.bin").read_bytes()
     import sentencepiece
 
     cut = sentencepiece.SentencePieceProcessor(model_file=str(tmp_path / "ct2/sentencepiece.model"))

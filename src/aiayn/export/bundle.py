@@ -126,8 +126,9 @@ def check_quantization(quantization: str) -> None:
 
     if quantization not in ACCEPTED_MODEL_TYPES:
         raise InputError(
-            f"--quantization {quantization!r} is not a CTranslate2 weight type: use one of "
-            f"{', '.join(ACCEPTED_MODEL_TYPES)}"
+            f"{quantization!r} is not a CTranslate2 weight type: use one of "
+            f"{', '.join(ACCEPTED_MODEL_TYPES)} (`aiayn export --quantization <type>`, or the "
+            "target runs/<experiment>/export/ct2-<type>)"
         )
 
 
