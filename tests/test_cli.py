@@ -4,16 +4,21 @@ Translation itself is tested on the default run's model in tests/test_workflow_t
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aiayn.cli import main
+from aiayn.errors import InputError
 from tests.conftest import CHECKED_FILES, PROJECT, copy_project
 
 
@@ -324,3 +329,47 @@ def small_bpe(path: Path) -> None:
     )
     train_bpe([str(text)], str(path), SubwordSettings(vocab_size=500), threads=1)
     text.unlink()
+
+
+@given(st.lists(st.sampled_from([b"a", b"\n", b"\r", b"\0", b"\xc3\xa9", b"\xc3", b"\xff",
+                                 "\u2028".encode(), b"\xe2\x82"]), max_size=40))  # fmt: skip
+@settings(max_examples=300, derandomize=True, deadline=None)
+def test_input_is_its_lines_or_refused_at_the_first_byte_that_is_not_text(data):
+    """Whatever the bytes (split across the reader's chunks too): the lines of their UTF-8 text,
+    or a refusal naming the file and the byte where text ends (a NUL, invalid UTF-8)."""
+    from aiayn import cli
+    from aiayn.cli import read_input
+
+    raw = b"".join(data)
+    path = Path(tempfile.mkdtemp()) / "in.txt"
+    path.write_bytes(raw)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        text, first_bad = None, err.start
+    if text is not None and "\0" not in text:
+        expected = text.removeprefix("\ufeff").split("\n")
+        expected = expected[:-1] if expected[-1] == "" else expected
+        assert read_input(path) == [line.removesuffix("\r") for line in expected]
+        return
+    nul = raw.find(b"\0")
+    where = nul if text is not None or 0 <= nul < first_bad else first_bad
+    for chunk in (1 << 20, 3):  # one chunk, and a multibyte character cut by a chunk's end
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(cli, "INPUT_CHUNK", chunk)
+            with pytest.raises(InputError, match=rf"^{re.escape(str(path))} is not") as refused:
+                read_input(path)
+        said = str(refused.value)
+        assert f"text (byte {where})" in said or f"at byte {where} " in said, (raw, chunk, said)
+
+
+@pytest.mark.parametrize(
+    ("device", "said"),
+    [("/dev/zero", "is not text: a NUL byte at byte 0"), ("/dev/urandom", "is not")],
+)
+def test_an_endless_device_as_input_is_refused_at_its_first_bytes(device, said):
+    """`-i /dev/zero` filled memory until a MemoryError; any device's first chunk decides."""
+    from aiayn.cli import read_input
+
+    with pytest.raises(InputError, match=f"^{device} {said}"):
+        read_input(Path(device))

@@ -23,6 +23,7 @@ says whether short translations are the search's fault or the model's (aiayn.dec
 from __future__ import annotations
 
 import argparse
+import codecs
 import logging
 import os
 import re
@@ -520,25 +521,52 @@ def trained_tokens(workdir: Path, found: Located) -> int | None:
         return None
 
 
+INPUT_CHUNK = 1 << 20  # bytes read at a time: a device that never ends is refused at its first
+
+
 def read_input(path: Path | None) -> list[str]:
-    """Lines to translate, without their line ends, split on "\\n" only, as the data stages
-    split them (U+2028, U+0085, a form feed or a lone CR are text inside a line); invalid UTF-8
-    is an error, not a guess."""
+    """Lines to translate, without their line ends, split on "\n" only, as the data stages
+    split them (U+2028, U+0085, a form feed or a lone CR are text inside a line). Read a chunk at
+    a time, so that what is not text (invalid UTF-8, a NUL byte: a binary file, /dev/zero or
+    /dev/urandom) is refused where it starts, not after filling memory."""
     try:
         if path is None:
-            text = sys.stdin.buffer.read().decode("utf-8")
+            text = decoded_text(sys.stdin.buffer, "stdin")
         else:
-            text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as err:
-        where = path or "stdin"
-        raise InputError(f"{where} is not UTF-8 text (byte {err.start}): {err.reason}") from None
+            with open(path, "rb") as source:
+                text = decoded_text(source, str(path))
     except FileNotFoundError:
         raise InputError(f"input file {path} does not exist") from None
+    except OSError as err:
+        raise InputError(f"--input {path or 'stdin'} cannot be read: {err.strerror}") from None
     text = text.removeprefix("\ufeff")
     lines = text.split("\n")
     if lines[-1] == "":  # the final newline ends the last line; it does not start another
         lines.pop()
     return [line.removesuffix("\r") for line in lines]
+
+
+def decoded_text(source, where: str) -> str:
+    """The stream's UTF-8 text, refused at the first byte that is not text."""
+    decoder, parts, offset = codecs.getincrementaldecoder("utf-8")(), [], 0
+    while True:
+        chunk = source.read(INPUT_CHUNK)
+        pending, invalid = len(decoder.getstate()[0]), None
+        try:
+            parts.append(decoder.decode(chunk, final=not chunk))
+        except UnicodeDecodeError as err:
+            invalid = (offset - pending + err.start, err.reason)
+        nul = chunk.find(b"\0")
+        if nul >= 0 and (invalid is None or offset + nul < invalid[0]):
+            raise InputError(
+                f"{where} is not text: a NUL byte at byte {offset + nul} (a binary file or a "
+                "device?); give UTF-8 text, one sentence per line"
+            )
+        if invalid:
+            raise InputError(f"{where} is not UTF-8 text (byte {invalid[0]}): {invalid[1]}")
+        if not chunk:
+            return "".join(parts)
+        offset += len(chunk)
 
 
 def run_export(args: argparse.Namespace) -> int:
