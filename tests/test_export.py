@@ -12,7 +12,9 @@ import json
 import os
 import re
 import stat
+import subprocess
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -256,3 +258,37 @@ def test_each_ct2_weight_type_is_a_target_and_any_other_is_refused_by_name(suffi
     else:
         with pytest.raises(InputError, match=f"^{re.escape(repr(suffix))} is not a CTranslate2"):
             bundle.check_quantization(suffix)
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder on a read-only file system (a tmpfs mounted so: root, as CI, is refused by the
+    file system, not by permissions), or the test skips where mounting is not allowed."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro", "tmpfs", str(folder)],
+                             capture_output=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.decode().strip()}")
+    yield folder
+    subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("place", ["read-only file system", "under a file", "under /proc"])
+def test_an_export_to_a_place_that_cannot_be_written_is_refused_naming_it(
+    tmp_path, toy_bundle, place, request
+):
+    """It was an OSError traceback from the staging folder (#100); nothing is left behind."""
+    weights, subword, _ = toy_bundle
+    if place == "read-only file system":
+        output = request.getfixturevalue("read_only_folder") / "model"
+    elif place == "under a file":
+        (tmp_path / "a-file").write_text("mine")
+        output = tmp_path / "a-file" / "model"
+    else:
+        output = Path("/proc/aiayn-export/model")
+    with pytest.raises(InputError, match=rf"^--output {re.escape(str(output))} cannot be written"):
+        bundle.export(weights, subword, DecodeSettings(), output, "ct2", None, "toy")
+    assert not output.exists()
+    if place == "under a file":
+        assert (tmp_path / "a-file").read_text() == "mine"

@@ -85,16 +85,22 @@ def export(
         },  # fmt: skip
         "engine_rule": ENGINE_RULE,
     }
-    with one_export_at_a_time(output):
-        check_destination(output)  # again: another export may have finished meanwhile
-        with atomic_folder(output) as folder:
-            if fmt == "ct2":
-                ct2.write(model, pieces, folder, quantization)
-            else:
-                hf.write(model, pieces, subword, folder, settings)
-            shutil.copyfile(subword, folder / SUBWORD)
-            record["files"] = sorted([*(path.name for path in folder.iterdir()), RECORD])
-            (folder / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    try:
+        with one_export_at_a_time(output):
+            check_destination(output)  # again: another export may have finished meanwhile
+            with atomic_folder(output) as folder:
+                if fmt == "ct2":
+                    ct2.write(model, pieces, folder, quantization)
+                else:
+                    hf.write(model, pieces, subword, folder, settings)
+                shutil.copyfile(subword, folder / SUBWORD)
+                record["files"] = sorted([*(path.name for path in folder.iterdir()), RECORD])
+                (folder / RECORD).write_text(json.dumps(record, indent=2) + "\n", "utf-8")
+    except OSError as err:  # a read-only folder or file system, a full disk: nothing is left
+        raise InputError(
+            f"--output {output} cannot be written ({err.strerror}: {err.filename}): give a "
+            "folder on a file system you can write to, with room for the model"
+        ) from None
     return record
 
 
