@@ -17,6 +17,7 @@ from aiayn.config import paths
 from aiayn.flops import forward_flops
 from aiayn.model_config import TransformerConfig, build_config
 from aiayn.paper import PAPER_VOCABULARY, paper_steps_per_minute
+from aiayn.train.settings import TrainSettings
 
 PAPER_TOKENS_PER_STEP = 25000  # ~25000 source and ~25000 target tokens a batch (section 5.1)
 SENTENCE = 25  # tokens a side of a typical WMT sentence, for FLOPs ratios
@@ -30,6 +31,7 @@ class TrainingCost:
     step_seconds: float
     basis: str  # where the step time comes from
     done_steps: int = 0  # trained already (runs/<name>/train.json): not to pay again
+    restarts: bool = False  # a run of other settings is there: moved aside, trained from 0
 
     @property
     def gpu_hours(self) -> float:
@@ -61,18 +63,33 @@ def scaled_step_seconds(model: TransformerConfig, reference: str, tokens_per_ste
 def training_cost(name: str, entry: dict, spec: dict, root: Path = Path(".")) -> TrainingCost:
     """One experiment's expected GPU-hours (its config entry, and its resolved trainer spec)."""
     train = spec["train"]
-    done = done_steps(root / paths.train_summary(name), train["max_steps"])
+    summary = root / paths.train_summary(name)
+    restarts = summary.exists() and not same_trajectory(summary.parent / "identity.json", spec)
+    done = 0 if restarts else done_steps(summary, train["max_steps"])
     if entry.get("expected_step_seconds"):
         gpus = entry["processes"] * entry["nodes"]
-        return TrainingCost(
-            name, train["max_steps"], gpus, entry["expected_step_seconds"], "stated", done
-        )
+        return TrainingCost(name, train["max_steps"], gpus, entry["expected_step_seconds"],
+                            "stated", done, restarts)  # fmt: skip
     reference = "big" if entry["model"] == "big" else "base"
     model = TransformerConfig(**spec["model"])
     seconds = scaled_step_seconds(model, reference, train["tokens_per_step"])
     same = abs(seconds / paper_step_seconds(reference) - 1) < 1e-9
     basis = f"paper {reference}" + ("" if same else ", scaled by FLOPs")
-    return TrainingCost(name, train["max_steps"], 8, seconds, basis + " (8 P100)", done)
+    return TrainingCost(name, train["max_steps"], 8, seconds, basis + " (8 P100)", done, restarts)
+
+
+def same_trajectory(marker: Path, spec: dict) -> bool:
+    """Whether the run folder's configuration (its identity.json) trains as `spec` does: the
+    same model and settings of the trajectory. Otherwise the training moves the old run aside
+    and starts from step 0 (aiayn.train.run_folder), and none of its steps count. A folder
+    without a readable record counts as the same: the training decides then."""
+    try:
+        recorded = json.loads(marker.read_text(encoding="utf-8"))
+        model, train = recorded["model"], recorded["train"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
+    trajectory = TrainSettings.TRAJECTORY
+    return model == spec["model"] and all(train.get(k) == spec["train"][k] for k in trajectory)
 
 
 def done_steps(summary: Path, max_steps: int) -> int:
@@ -99,6 +116,8 @@ def report(costs: list[TrainingCost]) -> str:
         done = "  (trained)" if cost.trained else ""
         if cost.done_steps and not cost.trained:
             done = f"  (trained to step {cost.done_steps}: resumes)"
+        if cost.restarts:
+            done = "  (trained with other settings: from step 0)"
         lines.append(
             f"  {cost.experiment:<24} {cost.steps:>8} {cost.step_seconds:>7.3f} {cost.gpus:>4} "
             f"{cost.gpu_hours:>8.1f}  {cost.basis}{done}"
