@@ -895,3 +895,16 @@ def test_regenerate_says_how_to_call_it_and_deletes_no_folder_unasked(tmp_path):
     kept = subprocess.run([*script, "toy"], capture_output=True, text=True)
     assert kept.returncode == 1 and "regen_toy exists" in kept.stderr and "--replace" in kept.stderr
     assert (tmp_path / "regen_toy" / "mine.txt").read_text() == "mine"
+
+
+def test_the_code_names_no_issue_numbers():
+    """Comments and docstrings say why; which issue asked for a change is git's to keep."""
+    found = [
+        f"{path.relative_to(PROJECT)}:{number}: {line.strip()}"
+        for folder in ("src", "rules", "workflow_scripts")
+        for path in sorted((PROJECT / folder).rglob("*"))
+        if path.suffix in (".py", ".smk") and "__pycache__" not in path.parts
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if re.search(r"#\d{2,3}\b", line)
+    ]
+    assert found == []

@@ -2,7 +2,7 @@
 evaluation and scored by EVALB's rules.
 
 Dev perplexity alone does not show a parser that stops reading its input: a decoder that has
-learned the grammar of trees lowers it too (issue #38 measured one below a 5-gram of the trees
+learned the grammar of trees lowers it too (one was measured below a 5-gram of the trees
 with an F1 under a right-branching tree's). The F1, the tags and the output's length against the
 reference's do show it, so training logs them beside the dev loss (train.jsonl), and the
 parse_curves figure draws them.

@@ -36,8 +36,8 @@ def workflow_target(path: str | os.PathLike) -> str:
     """The path as a Snakemake target: relative to the working directory when inside it.
 
     A plain rerun plans nothing for a model deleted after training (every later output is
-    there), and the message that said to rerun sent the user round in a loop (#77): the way
-    out forces the subword rule on that file. The same data and settings train the same model
+    there), so advice to rerun would lead back here: the way out forces the subword rule on
+    that file. The same data and settings train the same model
     (the weights carry its digest and check it), and Snakemake, finding the same bytes,
     reruns nothing after it."""
     relative = os.path.relpath(path)

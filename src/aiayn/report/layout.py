@@ -136,7 +136,7 @@ def averaging_notes(results: list[ExperimentResult]) -> list[str]:
     line for all when they share the rule."""
     rules: dict[str, list[str]] = {}
     for result in results:
-        rule = result.summary.get("average_rule")  # train.json; absent before #65
+        rule = result.summary.get("average_rule")  # train.json; older summaries lack it
         if rule is None:
             continue
         count, averaged = rule["count"], rule.get("averaged", rule["count"])

@@ -47,9 +47,8 @@ UNMARKED_NOTES = {
 
 
 def kind_of(test: dict) -> str:
-    """`welch`, or why the test cannot mark: identical outputs (whatever the seeds: the table
-    said "One run per experiment" of three seeds each, #77), one run each, or one seed against
-    several."""
+    """`welch`, or why the test cannot mark: identical outputs (whatever the seeds: three seeds
+    each are still not "one run per experiment"), one run each, or one seed against several."""
     if test.get("identical"):
         return IDENTICAL
     method = test.get("method") or ""

@@ -195,8 +195,8 @@ def load_weights(path: str | Path) -> dict:
 
 def rewrite_advice(path: Path) -> str:
     """The way out for a lost or damaged weights file of a run folder, as a command that works
-    when followed literally: a plain rerun of the workflow found train.json up to date and
-    planned nothing, so the message that said so sent the user round in a loop (#77)."""
+    when followed literally: a plain rerun of the workflow finds train.json up to date and
+    plans nothing, so the command forces the rule that writes the file again."""
     path = Path(path)
     if path.name == paths.AVERAGED_MODEL:
         return (

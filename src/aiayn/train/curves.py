@@ -13,7 +13,7 @@ process of its own, writes in blocks, and a `kill -9` loses what it had not writ
 steps, or every step of a short attempt. So an attempt first reads the last step the earlier
 records hold, with W&B's own reader (`wandb leet inspect`), then logs the train.jsonl lines
 after it that the checkpoint kept, and from there on only steps after it: in the order the
-records were written, each logged step is in them once (#77).
+records were written, each logged step is in them once.
 """
 
 from __future__ import annotations

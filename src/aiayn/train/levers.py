@@ -1,4 +1,4 @@
-"""Device-side levers of the training step, waiting for a GPU's verdict (#46, #67).
+"""Device-side levers of the training step, waiting for a GPU's verdict.
 
 Each edits a built Transformer in place so that it computes the same function with other
 kernels; bench/train_throughput.py times each against the step as it is, and one becomes a
@@ -18,7 +18,7 @@ from aiayn.model import MultiHeadAttention, ResidualLayerNorm, Transformer
 
 
 def compile_layers(model: Transformer) -> Transformer:
-    """Each encoder and decoder layer through torch.compile (#46's compile by region): two small
+    """Each encoder and decoder layer through torch.compile (compiling by region): two small
     graphs, reused by every layer of their kind, where the whole model's one graph never
     finished compiling within 100 s on a GPU. Parameter names do not change."""
     for layer in (*model.encoder, *model.decoder):
@@ -27,7 +27,7 @@ def compile_layers(model: Transformer) -> Transformer:
 
 
 def fuse_projections(model: Transformer) -> Transformer:
-    """Each attention's Q/K/V projections as one matrix of their weights stacked (#46 item 2):
+    """Each attention's Q/K/V projections as one matrix of their weights stacked:
     self-attention projects its input once, encoder-decoder attention the memory's keys and
     values once (a slice of the same matrix). The parameters are renamed (w_qkv): switched on,
     it would need a checkpoint key map."""
@@ -68,7 +68,7 @@ def residual_dropout_norm(x, sublayer_output, weight, bias, p: float, training: 
 
 def fuse_residual_norms(model: Transformer) -> Transformer:
     """Every sub-layer's residual, dropout and LayerNorm (ResidualLayerNorm) through
-    residual_dropout_norm (#67 item 4). Parameter names do not change; the dropout masks come
+    residual_dropout_norm. Parameter names do not change; the dropout masks come
     from inductor's random numbers, not eager's, so only a step without dropout is equal."""
     for residual in [m for m in model.modules() if isinstance(m, ResidualLayerNorm)]:
 
@@ -88,8 +88,8 @@ ATTENTION_BACKEND_NAMES = {"flash": SDPBackend.FLASH_ATTENTION,
 
 
 def pin_attention_backend(model: Transformer, backend: str, max_head_width: int = 64):
-    """Attention with heads at most `max_head_width` wide through one SDPA backend (#67 item 4:
-    at widths <= 64, attention took 18% of base's step for 1% of its FLOPs; which backend is
+    """Attention with heads at most `max_head_width` wide through one SDPA backend (at
+    widths <= 64, attention took 18% of base's step for 1% of its FLOPs; which backend is
     fastest there is bench/attention_speed.py's to say). The innermost sdpa_kernel decides, so
     this overrides the model's own choice (model.ATTENTION_BACKENDS) for those calls only."""
     chosen = ATTENTION_BACKEND_NAMES[backend]

@@ -1,4 +1,4 @@
-"""The optimizer step without waiting for the device (train.sync_free, #46 item 1).
+"""The optimizer step without waiting for the device (train.sync_free).
 
 DeepSpeed's BF16_Optimizer (bf16 weights, ZeRO 1) reads the gradient norm on the host to
 decide whether to skip a non-finite step, and the engine then advances the learning-rate
