@@ -525,7 +525,7 @@ INPUT_CHUNK = 1 << 20  # bytes read at a time: a device that never ends is refus
 
 
 def read_input(path: Path | None) -> list[str]:
-    """Lines to translate, without their line ends, split on "\n" only, as the data stages
+    """Lines to translate, without their line ends, split on "\\n" only, as the data stages
     split them (U+2028, U+0085, a form feed or a lone CR are text inside a line). Read a chunk at
     a time, so that what is not text (invalid UTF-8, a NUL byte: a binary file, /dev/zero or
     /dev/urandom) is refused where it starts, not after filling memory."""
