@@ -154,6 +154,20 @@ def project_copy(tmp_path: Path) -> Path:
     return copy_project(tmp_path / "project")
 
 
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder on a read-only file system (a tmpfs mounted so: root, as CI, is refused by the
+    file system, not by permissions), or the test skips where mounting is not allowed."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro", "tmpfs", str(folder)],
+                             capture_output=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.decode().strip()}")
+    yield folder
+    subprocess.run(["umount", str(folder)], check=True)
+
+
 def copy_project(root: Path, names=WORKFLOW_FILES) -> Path:
     """A copy of these files and folders of the checkout (a folder's own, `results/toy`,
     included) under `root`, made if missing; no __pycache__."""

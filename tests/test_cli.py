@@ -8,7 +8,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -334,14 +333,14 @@ def small_bpe(path: Path) -> None:
 @given(st.lists(st.sampled_from([b"a", b"\n", b"\r", b"\0", b"\xc3\xa9", b"\xc3", b"\xff",
                                  "\u2028".encode(), b"\xe2\x82"]), max_size=40))  # fmt: skip
 @settings(max_examples=300, derandomize=True, deadline=None)
-def test_input_is_its_lines_or_refused_at_the_first_byte_that_is_not_text(data):
+def test_input_is_its_lines_or_refused_at_the_first_byte_that_is_not_text(tmp_path_factory, data):
     """Whatever the bytes (split across the reader's chunks too): the lines of their UTF-8 text,
     or a refusal naming the file and the byte where text ends (a NUL, invalid UTF-8)."""
     from aiayn import cli
     from aiayn.cli import read_input
 
     raw = b"".join(data)
-    path = Path(tempfile.mkdtemp()) / "in.txt"
+    path = tmp_path_factory.mktemp("input") / "in.txt"
     path.write_bytes(raw)
     try:
         text = raw.decode("utf-8")

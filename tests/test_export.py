@@ -12,7 +12,6 @@ import json
 import os
 import re
 import stat
-import subprocess
 import threading
 from pathlib import Path
 
@@ -258,20 +257,6 @@ def test_each_ct2_weight_type_is_a_target_and_any_other_is_refused_by_name(suffi
     else:
         with pytest.raises(InputError, match=f"^{re.escape(repr(suffix))} is not a CTranslate2"):
             bundle.check_quantization(suffix)
-
-
-@pytest.fixture
-def read_only_folder(tmp_path):
-    """A folder on a read-only file system (a tmpfs mounted so: root, as CI, is refused by the
-    file system, not by permissions), or the test skips where mounting is not allowed."""
-    folder = tmp_path / "read-only"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro", "tmpfs", str(folder)],
-                             capture_output=True)  # fmt: skip
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.decode().strip()}")
-    yield folder
-    subprocess.run(["umount", str(folder)], check=True)
 
 
 @pytest.mark.parametrize("place", ["read-only file system", "under a file", "under /proc"])
