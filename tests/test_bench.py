@@ -203,3 +203,73 @@ def test_attention_benchmark_times_each_backend_or_says_why_it_cannot(tmp_path):
         assert set(times) == {"flash", "efficient", "math", "compiled_math"}
         assert times["math"] > 0 and times["compiled_math"] > 0  # every device has these
         assert all(isinstance(t, float) or t.startswith("skipped: ") for t in times.values())
+
+
+def test_fairseq_export_gives_every_piece_its_own_id(tmp_path):
+    """fairseq reads a dict.txt of whitespace-split tokens after its four specials: our pieces
+    from id 4 on, each one token with no whitespace, so every id survives the trip as itself."""
+    import fairseq_learning
+    import sentencepiece as spm
+
+    from aiayn.prepare.binarize import write_indexed
+
+    rng = np.random.default_rng(0)
+    words = ["Hund", "Katze", "läuft", "über", "die", "Straße", "ein", "Mann", "…", "née", "42"]
+    lines = [" ".join(rng.choice(words, rng.integers(1, 12))) for _ in range(300)]
+    (tmp_path / "text").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(
+        input=str(tmp_path / "text"), model_prefix=str(tmp_path / "bpe"), vocab_size=320,
+        model_type="bpe", byte_fallback=True, pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+    )  # fmt: skip
+    processor = spm.SentencePieceProcessor(model_file=str(tmp_path / "bpe.model"))
+    ids = [processor.encode(line) for line in lines]
+    write_indexed(tmp_path / "train", ids, processor.get_piece_size())
+    size = fairseq_learning.pieces_dictionary(tmp_path / "bpe.model", tmp_path / "dict.txt")
+    fairseq_learning.export_split(tmp_path / "train", tmp_path / "bpe.model", tmp_path / "out")
+
+    entries = [line.rsplit(" ", 1) for line in (tmp_path / "dict.txt").read_text().splitlines()]
+    index = {token: 4 + i for i, (token, count) in enumerate(entries)}
+    assert size == processor.get_piece_size() == 4 + len(index) == 4 + len(entries)
+    read_back = [[index[token] for token in line.split()]
+                 for line in (tmp_path / "out").read_text(encoding="utf-8").splitlines()]  # fmt: skip
+    assert read_back == ids
+
+
+FAIRSEQ_LOG = """\
+2026-12-05 11:23:25 | INFO | fairseq_cli.train | begin dry-run validation on "valid" subset
+2026-12-05 11:23:44 | INFO | train_inner | {"epoch": 1, "wps": "1508.3", "wpb": "2515.4"}
+2026-12-05 11:24:00 | INFO | train_inner | {"epoch": 1, "wps": "1790.9", "wpb": "2792.8"}
+2026-12-05 11:24:17 | INFO | train_inner | {"epoch": 1, "wps": "1810.8", "wpb": "3004.3"}
+2026-12-05 11:26:15 | INFO | valid | {"epoch": 1, "valid_nll_loss": "7.998", "valid_ppl": "255.65", \
+"valid_num_updates": "100"}
+2026-12-05 11:28:57 | INFO | valid | {"epoch": 2, "valid_nll_loss": "6.539", "valid_ppl": "93", \
+"valid_num_updates": "200"}
+"""
+
+
+def test_fairseq_log_is_read_in_nats(tmp_path):
+    """fairseq logs its dev nll_loss in bits per token (its ppl is 2 ** nll_loss)."""
+    import fairseq_learning
+
+    (tmp_path / "fairseq.log").write_text(FAIRSEQ_LOG)
+    curve = fairseq_learning.fairseq_curve(tmp_path / "fairseq.log")
+    assert curve["dev_nll"] == pytest.approx({100: np.log(255.65), 200: np.log(93)}, abs=2e-3)
+    assert curve["target_tokens_per_s"] == pytest.approx((1790.9 + 1810.8) / 2)  # after warm-up
+    assert curve["target_tokens_per_step"] == pytest.approx(2770.8, abs=0.1)
+
+
+@pytest.mark.parametrize("shift, most", [(0.0, 0.065), (0.3, 1.0)])
+def test_fairseq_comparison_keeps_its_family_wise_level(shift, most):
+    """Three seeds a side, eight dev steps, sd 0.05: with no difference, a curve is called
+    different in at most 5% of draws (Holm over the steps); a 0.3-nat one is found in most."""
+    import fairseq_learning
+
+    rng = np.random.default_rng(1)
+    steps, draws, called = range(250, 2001, 250), 600, 0
+    for _ in range(draws):
+        runs = {side: [{"dev_nll": {s: rng.normal(offset, 0.05) for s in steps}}
+                       for _ in range(3)] for side, offset in (("ours", shift), ("fairseq", 0))}  # fmt: skip
+        called += any(row["differs"] for row in fairseq_learning.compared(runs))
+    assert called / draws <= most
+    if shift:
+        assert called / draws >= 0.8

@@ -1,0 +1,308 @@
+"""Benchmark: how fast ours learns beside fairseq, on the same ids, shape and flags, over seeds.
+
+Both toolkits train the `multi30k_small` shape of configs/multi30k.yaml (post-LN, 3+3 layers,
+d_model 256, d_ff 1024, 4 heads, every embedding shared, dropout and label smoothing 0.1, Adam
+(0.9, 0.98, 1e-9), the paper's warm-up then inverse square root) on the workflow's binarized
+Multi30k, exported id for id to fairseq's format. Each seed of ours runs beside the same seed of
+fairseq, one thread each, so the two share the machine alike and their speeds compare. Recorded
+at every dev evaluation: the dev NLL per target token in nats (fairseq logs base 2: converted),
+training tokens per second, peak memory. fairseq runs in its own environment (`--fairseq-python`),
+never a dependency of ours; docs/benchmarks.md says how to make one.
+
+    snakemake --cores all --configfile configs/multi30k.yaml --directory W --until binarize \\
+        --config 'datasets={multi30k: {root: PATH/raw_gz}}'
+    python bench/fairseq_learning.py --work W --fairseq-python VENV/bin/python --seeds 3
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import benchlib
+import numpy as np
+import sentencepiece as spm
+import yaml
+
+from aiayn.prepare.binarize import IndexedDataset
+
+PAIR, SPLITS = ("en", "de"), {"train": "train", "valid": "val"}
+EXPERIMENT = "fairseq_peer"
+
+
+# ---- the same ids, in fairseq's format ----------------------------------------------------
+
+
+def pieces_dictionary(model: Path, out: Path) -> int:
+    """fairseq's dict.txt listing our pieces from id 4 on: fairseq's specials take ids 0-3
+    (<s>, <pad>, </s>, <unk>) as ours do (<pad>, <unk>, <s>, </s>), so every piece keeps its id."""
+    processor = spm.SentencePieceProcessor(model_file=str(model))
+    pieces = [processor.id_to_piece(i) for i in range(4, processor.get_piece_size())]
+    out.write_text("".join(f"{piece} 1\n" for piece in pieces), encoding="utf-8")
+    return processor.get_piece_size()
+
+
+def export_split(prefix: Path, model: Path, out: Path) -> int:
+    processor = spm.SentencePieceProcessor(model_file=str(model))
+    data = IndexedDataset(prefix)
+    with open(out, "w", encoding="utf-8") as text:
+        for i in range(len(data)):
+            text.write(" ".join(processor.id_to_piece(int(t)) for t in data[i]) + "\n")
+    return len(data)
+
+
+def export_to_fairseq(work: Path, dest: Path, fairseq_python: str) -> Path:
+    """fairseq-preprocess on our pieces with our dictionary: data-bin holding our ids."""
+    data_bin = dest / "data-bin"
+    if (data_bin / "valid.en-de.de.bin").exists():
+        return data_bin
+    model, text = work / "data/multi30k/spm/bpe.model", dest / "text"
+    text.mkdir(parents=True, exist_ok=True)
+    vocab = pieces_dictionary(model, dest / "dict.txt")
+    for name, split in SPLITS.items():
+        for lang in PAIR:
+            prefix = work / f"data/multi30k/bin/{split}.en-de.{lang}"
+            export_split(prefix, model, text / f"{name}.{lang}")
+    preprocess = [fairseq_python, "-m", "fairseq_cli.preprocess", "--source-lang", "en",
+                  "--target-lang", "de", "--trainpref", text / "train", "--validpref",
+                  text / "valid", "--destdir", data_bin, "--srcdict", dest / "dict.txt",
+                  "--joined-dictionary", "--workers", "1"]  # fmt: skip
+    subprocess.run([str(a) for a in preprocess], check=True, capture_output=True)
+    fairseq_vocab = len((data_bin / "dict.en.txt").read_text().splitlines()) + 4
+    if fairseq_vocab != vocab:
+        raise SystemExit(f"fairseq's dictionary has {fairseq_vocab} entries, ours {vocab}")
+    return data_bin
+
+
+# ---- the two trainers -----------------------------------------------------------------------
+
+
+def ours_config(work: Path, args) -> Path:
+    """configs/multi30k.yaml's multi30k_small, with this benchmark's steps, seeds and dev steps."""
+    study = yaml.safe_load((benchlib.PROJECT / "configs/multi30k.yaml").read_text())
+    experiment = study["experiments"]["multi30k_small"]
+    experiment["seeds"] = args.seeds
+    train = experiment["train"]
+    train |= {"max_steps": args.steps, "dev_every_steps": args.every, "log_every_steps": 10,
+              "checkpoint_every_steps": args.steps, "average_last": 1}  # fmt: skip
+    dataset = benchlib.PROJECT / "configs/data/multi30k.yaml"
+    config = {"study": EXPERIMENT, "include": [str(dataset)],
+              "experiments": {EXPERIMENT: experiment}}  # fmt: skip
+    if args.data_root:
+        config["datasets"] = {"multi30k": {"root": str(Path(args.data_root).resolve())}}
+    path = work / f"{EXPERIMENT}.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def run_name(seed: int) -> str:
+    return EXPERIMENT if seed == 1 else f"{EXPERIMENT}.seed{seed}"
+
+
+def ours_command(work: Path, config: Path, seed: int) -> list[str]:
+    """The workflow's train rule for one seed, one thread, as a user runs it."""
+    return ["snakemake", "--cores", "1", "--set-threads", "train=1", "--configfile", str(config),
+            "--directory", str(work), "--snakefile", str(benchlib.PROJECT / "Snakefile"),
+            f"runs/{run_name(seed)}/train.json"]  # fmt: skip
+
+
+def peak_lr(d_model: int, warmup: int) -> float:
+    return d_model**-0.5 * warmup**-0.5
+
+
+def fairseq_command(data_bin: Path, seed: int, args) -> list[str]:
+    """fairseq-train with the same shape and flags. --warmup-init-lr is the paper's rate at step
+    1, so that both schedules give the same rate at every step (fairseq's own default starts at
+    0); --max-tokens is set so that a step holds as many target tokens as ours."""
+    d, warmup = 256, 600
+    return [args.fairseq_python, "-m", "fairseq_cli.train", str(data_bin), "--cpu",
+            "--arch", "transformer", "--encoder-layers", "3", "--decoder-layers", "3",
+            "--encoder-embed-dim", str(d), "--decoder-embed-dim", str(d),
+            "--encoder-ffn-embed-dim", "1024", "--decoder-ffn-embed-dim", "1024",
+            "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
+            "--share-all-embeddings", "--dropout", "0.1",
+            "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+            "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--adam-eps", "1e-9",
+            "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(warmup),
+            "--lr", repr(peak_lr(d, warmup)), "--warmup-init-lr", repr(peak_lr(d, warmup) / warmup),
+            "--max-tokens", str(args.fairseq_max_tokens), "--max-update", str(args.steps),
+            "--validate-interval-updates", str(args.every), "--validate-interval", "1000",
+            "--no-save", "--log-format", "json", "--log-interval", "10", "--seed", str(seed),
+            "--num-workers", "0", "--no-progress-bar"]  # fmt: skip
+
+
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def run_pair(work: Path, config: Path, data_bin: Path, seed: int, args) -> dict:
+    """Ours and fairseq with one seed, side by side; each one's log and peak memory (KiB)."""
+    logs = work / "logs" / "fairseq_peer"
+    logs.mkdir(parents=True, exist_ok=True)
+    commands = {"ours": ours_command(work, config, seed),
+                "fairseq": fairseq_command(data_bin, seed, args)}  # fmt: skip
+    running = {}
+    for name, command in commands.items():
+        log = open(logs / f"{name}.seed{seed}.log", "w")
+        running[name] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                          env=os.environ | ONE_THREAD), log)  # fmt: skip
+    peaks = {}
+    for name, (process, log) in running.items():
+        # wait4's usage covers the process and the descendants it waited for (ours: the
+        # train rule's Python under snakemake), so ru_maxrss is the largest of them
+        _, status, usage = os.wait4(process.pid, 0)
+        log.close()
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"{name} seed {seed} failed: {log.name}")
+        peaks[name] = usage.ru_maxrss / 2**20  # GiB
+    return peaks
+
+
+# ---- what each run logged -------------------------------------------------------------------
+
+
+def ours_curve(work: Path, seed: int) -> dict:
+    """Dev NLL (nats) by step and the median training speed, from the run's train.jsonl."""
+    lines = [json.loads(line) for line in (work / f"runs/{run_name(seed)}/train.jsonl").open()]
+    dev = {line["step"]: line["dev_nll"] for line in lines if "dev_nll" in line}
+    speeds = [line["target_tokens_per_s"] for line in lines if "target_tokens_per_s" in line]
+    summary = json.loads((work / f"runs/{run_name(seed)}/train.json").read_text())
+    return {"dev_nll": dev, "target_tokens_per_s": float(np.median(speeds[1:])),
+            "target_tokens_per_step": summary["real_tokens_per_step"]["target"]}  # fmt: skip
+
+
+FAIRSEQ_LINE = re.compile(r"\| (valid|train_inner) \| (\{.*\})$")
+
+
+def fairseq_curve(log: Path) -> dict:
+    """The same from fairseq's JSON log: its nll_loss is in bits per target token."""
+    dev, speeds, sizes = {}, [], []
+    for line in log.read_text().splitlines():
+        match = FAIRSEQ_LINE.search(line)
+        if match is None:
+            continue
+        fields = json.loads(match[2])
+        if match[1] == "valid":
+            dev[int(fields["valid_num_updates"])] = float(fields["valid_nll_loss"]) * math.log(2)
+        else:
+            speeds.append(float(fields["wps"]))
+            sizes.append(float(fields["wpb"]))
+    return {"dev_nll": dev, "target_tokens_per_s": float(np.median(speeds[1:])),
+            "target_tokens_per_step": round(float(np.mean(sizes)), 1)}  # fmt: skip
+
+
+def compared(runs: dict, alpha: float = 0.05) -> list[dict]:
+    """Per dev step: each side's mean and sd over seeds, and ours - fairseq with Welch's t-test.
+    A difference is marked where Holm's adjustment over the steps keeps the family-wise error
+    at `alpha`: one verdict for the whole curve, not one chance of a false alarm per step."""
+    from scipy import stats
+    from statsmodels.stats.multitest import multipletests
+
+    steps = sorted(set.intersection(*(set(run["dev_nll"]) for side in runs.values()
+                                      for run in side)))  # fmt: skip
+    rows = []
+    for step in steps:
+        ours, theirs = ([run["dev_nll"][step] for run in runs[side]] for side in SIDES)
+        row = {"step": step, "ours": mean_sd(ours), "fairseq": mean_sd(theirs),
+               "difference": round(float(np.mean(ours) - np.mean(theirs)), 4)}  # fmt: skip
+        if min(len(ours), len(theirs)) > 1:
+            test = stats.ttest_ind(ours, theirs, equal_var=False)
+            low, high = test.confidence_interval(1 - alpha)
+            row |= {"p": float(test.pvalue), "ci95": [round(float(low), 4), round(float(high), 4)]}
+        rows.append(row)
+    tested = [row for row in rows if "p" in row]
+    if tested:
+        reject = multipletests([row["p"] for row in tested], alpha, method="holm")[0]
+        for row, differs in zip(tested, reject, strict=True):
+            row["differs"] = bool(differs)
+    return rows
+
+
+SIDES = ("ours", "fairseq")
+
+
+def mean_sd(values: list[float]) -> dict:
+    sd = float(np.std(values, ddof=1)) if len(values) > 1 else None
+    return {"mean": round(float(np.mean(values)), 4), "sd": sd and round(sd, 4), "n": len(values)}
+
+
+# ---- the record and its figure ------------------------------------------------------------
+
+
+def draw(record: dict, out: Path) -> None:
+    """Dev NLL against step: each toolkit's mean over seeds, its seeds' range as a band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 3.6))
+    for side, colour in zip(SIDES, ("tab:blue", "tab:orange"), strict=True):
+        runs = record["runs"][side]
+        steps = sorted(set.intersection(*(set(map(int, run["dev_nll"])) for run in runs)))
+        values = np.array([[run["dev_nll"][str(s)] for s in steps] for run in runs])
+        label = f"{side} ({len(runs)} seed{'s' * (len(runs) > 1)})"
+        axes.plot(steps, values.mean(0), color=colour, label=label)
+        axes.fill_between(steps, values.min(0), values.max(0), color=colour, alpha=0.25)
+    axes.set(xlabel="optimizer step", ylabel="dev NLL per target token (nats)", yscale="log",
+             title="Multi30k, multi30k_small's shape: ours beside fairseq")  # fmt: skip
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(out, dpi=120)
+
+
+def main() -> None:
+    parser = benchlib.parser(__doc__)
+    parser.add_argument(
+        "--work",
+        type=Path,
+        required=True,
+        help="a workflow folder holding data/multi30k/bin (see above)",
+    )
+    parser.add_argument(
+        "--fairseq-python",
+        required=True,
+        help="the Python of an environment with fairseq (docs/benchmarks.md)",
+    )
+    parser.add_argument("--data-root", help="Multi30k's raw files, when not the config's URL")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--every", type=int, default=250, help="steps between dev evaluations")
+    parser.add_argument("--fairseq-max-tokens", type=int, default=3300,
+                        help="fairseq's batch size in padded tokens: 3300 gives ours' 2,900 "
+                        "target tokens a step")  # fmt: skip
+    args = parser.parse_args()
+    work = args.work.resolve()
+    data_bin = export_to_fairseq(work, work / "fairseq", args.fairseq_python)
+    config = ours_config(work, args)
+    record = benchlib.header("fairseq_learning") | {
+        "steps": args.steps,
+        "every": args.every,
+        "runs": {side: [] for side in SIDES},
+    }
+    for seed in range(1, args.seeds + 1):
+        peaks = run_pair(work, config, data_bin, seed, args)
+        curves = {
+            "ours": ours_curve(work, seed),
+            "fairseq": fairseq_curve(work / f"logs/fairseq_peer/fairseq.seed{seed}.log"),
+        }
+        for side in SIDES:
+            record["runs"][side].append({"seed": seed, **curves[side],
+                                         "peak_rss_gib": round(peaks[side], 3)})  # fmt: skip
+        record["dev_nll"] = compared(record["runs"])
+        speeds = [np.median([run["target_tokens_per_s"] for run in record["runs"][side]])
+                  for side in SIDES]  # fmt: skip
+        record["speed_ours_over_fairseq"] = round(float(speeds[0] / speeds[1]), 3)
+        benchlib.write_json(benchlib.RESULTS / "fairseq_learning-cpu.json", record)
+    draw(
+        json.loads((benchlib.RESULTS / "fairseq_learning-cpu.json").read_text()),
+        benchlib.RESULTS / "fairseq_learning-cpu.png",
+    )
+    print(json.dumps(record["dev_nll"], indent=1))
+
+
+if __name__ == "__main__":
+    main()
