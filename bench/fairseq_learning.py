@@ -255,7 +255,7 @@ def draw(record: dict, out: Path) -> None:
 
 
 def main() -> None:
-    parser = benchlib.parser(__doc__)
+    parser = benchlib.parser(__doc__, saves=False)  # the record is written after each seed
     parser.add_argument(
         "--work",
         type=Path,
