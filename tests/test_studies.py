@@ -5,12 +5,15 @@ its GPU-hours, and two presets' pairs in one Table 2 (a real run on toy-sized st
 from __future__ import annotations
 
 import json
+import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from aiayn.config.gpu_hours import training_cost
 from aiayn.config.load import load_config
@@ -82,6 +85,29 @@ def test_a_file_refines_what_it_includes_and_includes_are_checked(tmp_path):
     listed = write(tmp_path / "old.yaml", {"experiments": [{"name": "x", "dataset": "toy"}]})
     with pytest.raises(InputError, match="`experiments` is a list; it is keyed by name"):
         compose_config(PROJECT / "config.yaml", [listed])
+
+
+def test_a_copied_preset_finds_the_presets_it_includes(tmp_path):
+    """A preset copied out of the checkout keeps its `include: [data/multi30k.yaml]`, written
+    relative to configs/: the include is found there."""
+    copy = tmp_path / "mine.yaml"
+    copy.write_text((PROJECT / "configs/multi30k.yaml").read_text())
+    assert load_config(PROJECT, [copy])["datasets"]["multi30k"]["langs"] == ["en", "de"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=60))
+def test_an_include_that_is_no_file_is_refused_naming_the_file_that_names_it(name):
+    """Any name that is no file beside the config, in the checkout or in its configs/: one
+    refusal that names the including file and the name, never a traceback."""
+    assume(not any((place / name).is_file() for place in (PROJECT, PROJECT / "configs")))
+    with tempfile.TemporaryDirectory() as folder:
+        including = write(Path(folder) / "mine.yaml", {"include": [name]})
+        with pytest.raises(InputError) as refused:
+            compose_config(PROJECT / "config.yaml", [including], workflow_dir=PROJECT)
+    message = str(refused.value)
+    assert message.startswith(f"{including}: the include ") and "is not a file at" in message
+    assert len(message.splitlines()) == 1
 
 
 def test_the_paper_study_leaves_out_the_wsj_until_its_path_is_given(tmp_path):

@@ -184,17 +184,32 @@ def side_by_side(layers: list[Layer]) -> Layer:
 
 
 def include_path(including_file: Path, name: str, workflow_dir: Path | None) -> Path:
-    """An include's path, relative to the file that names it; a deploying workflow's config
-    may also name this workflow's presets (`configs/wmt14_en_de.yaml`), found in its folder."""
-    beside = including_file.parent / name
-    if beside.exists() or workflow_dir is None or not (workflow_dir / name).is_file():
-        return beside
-    return workflow_dir / name
+    """An include's path, relative to the file that names it; a config outside the checkout may
+    also name this workflow's presets, as the checkout's root or its configs/ folder sees them
+    (`configs/wmt14_en_de.yaml`, or a copied preset's own `data/multi30k.yaml`)."""
+    places = [including_file.parent / name]
+    if workflow_dir is not None:
+        places += [workflow_dir / name, workflow_dir / "configs" / name]
+    found = next((place for place in places if place.is_file()), None)
+    if found is not None:
+        return found
+    tried = ", ".join(shown(str(place)) for place in dict.fromkeys(places))
+    raise InputError(
+        f"{including_file}: the include {shown(name)} is not a file at {tried}; correct the "
+        "path (relative to the including file) or remove it from `include:`"
+    )
+
+
+def shown(text: str) -> str:
+    """Text as it reads on one line: quoted with escapes where it holds a newline or another
+    character that does not print."""
+    return text if text.isprintable() else repr(text)
 
 
 def load_file(path: Path) -> dict:
     if not path.is_file():
-        raise InputError(f"config file {path} does not exist")
+        missing = "is not a file" if path.exists() else "does not exist"
+        raise InputError(f"config file {shown(str(path))} {missing}")
     try:
         text = path.read_text(encoding="utf-8")
         data = load_yaml(text, f"config file {path}") or {}
