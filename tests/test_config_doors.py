@@ -137,3 +137,21 @@ def test_a_study_named_by_a_number_keeps_it_as_written(tmp_path):
     path.write_text(config_text(("study",), "[1, 1]"), encoding="utf-8")
     with pytest.raises(InputError, match=r"`study: \[1, 1\]` is not a name"):
         planned(path)
+
+
+@pytest.mark.parametrize("written", ["off", "no", "false", "on", "yes", "true"])
+@pytest.mark.parametrize(
+    ("key", "word"),
+    [(("experiments", "tiny", "train", "wandb"), "off"),
+     (("experiments", "tiny_learned_positions", "overrides", "positions"), None)],
+)  # fmt: skip
+def test_a_yes_no_word_where_a_word_belongs_says_how_yaml_read_it(tmp_path, written, key, word):
+    """`wandb: off` said `False is not one of ['off', 'offline', 'online']`: YAML 1.1 reads it as
+    a yes/no value. The message says so, and which word to quote where one is meant."""
+    path = tmp_path / "study.yaml"
+    path.write_text(config_text(key, written), encoding="utf-8")
+    with pytest.raises(InputError, match=r"a yes/no value \(YAML reads") as refused:
+        planned(path)
+    said = str(refused.value)
+    meant = word is not None and written in ("off", "no", "false")
+    assert (f"write '{word}' in quotes" in said) == meant, said

@@ -131,6 +131,8 @@ def describe(error) -> str:
         return f"config key {where}: {short(error.instance)} is not allowed: {rule}"
     if error.validator == "type" and error.validator_value in ("integer", "number"):
         return f"config key {where}: {not_a_number(error.instance, error.validator_value)}"
+    if error.validator == "enum" and isinstance(error.instance, bool):
+        return f"config key {where}: {yes_no_for_a_word(error.instance, error.validator_value)}"
     message = error.message if len(error.message) <= 300 else error.message[:297] + "..."
     return f"config key {where}: {message}"
 
@@ -150,6 +152,22 @@ def not_a_number(value, kind: str) -> str:
     if isinstance(value, float) and kind == "integer":
         return f"{short(value)} is not a whole number: write it without a decimal point"
     return f"{short(value)} is not {wanted}"
+
+
+# what YAML 1.1 reads as a yes/no value, by the value it reads
+YES_NO_WORDS = {False: ("off", "no", "false", "n"), True: ("on", "yes", "true", "y")}
+
+
+def yes_no_for_a_word(value: bool, choices: list) -> str:
+    """A yes/no value where one of some words belongs (`wandb: off` is read as false): the
+    word meant, to write in quotes, where one of the choices is such a word."""
+    words = [choice for choice in choices if isinstance(choice, str)]
+    meant = [word for word in words if word.lower() in YES_NO_WORDS[value]]
+    read_as = f"YAML reads {', '.join(YES_NO_WORDS[value][:3])} as {str(value).lower()}"
+    listed = ", ".join(repr(word) for word in words)
+    if meant:
+        return f"a yes/no value ({read_as}): write '{meant[0]}' in quotes, or one of {listed}"
+    return f"a yes/no value ({read_as}), not one of {listed}: write one of them in quotes"
 
 
 # an exponent YAML 1.1 leaves as text: it needs a decimal point and a sign (1.0e+5)
