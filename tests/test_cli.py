@@ -3,6 +3,8 @@ Translation itself is tested on the default run's model in tests/test_workflow_t
 
 from __future__ import annotations
 
+import argparse
+import collections
 import os
 import re
 import shutil
@@ -16,7 +18,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiayn.cli import main
+from aiayn.cli import main, parser
 from aiayn.errors import InputError
 from tests.conftest import CHECKED_FILES, PROJECT, copy_project
 
@@ -372,3 +374,105 @@ def test_an_endless_device_as_input_is_refused_at_its_first_bytes(device, said):
 
     with pytest.raises(InputError, match=f"^{device} {said}"):
         read_input(Path(device))
+
+
+def hostile_paths(root: Path) -> list[str]:
+    """Paths that are no usable file or folder for most options, and one that is."""
+    (root / "folder").mkdir(exist_ok=True)
+    (root / "binary").write_bytes(bytes(range(256)) * 4)
+    (root / "lines.txt").write_text("ein Hund\n", encoding="utf-8")
+    return [str(root / "missing" / "x"), str(root / "folder"), str(root / "binary"),
+            str(root / "lines.txt"), str(root / "lines.txt" / "under_a_file"), "/dev/null",
+            "/dev/zero", "/proc/version", "", "-", str(root / ("n" * 300)),
+            os.fsdecode(bytes(root / "caf") + b"\xe9")]  # fmt: skip
+
+
+def option_value(action: argparse.Action, paths: list[str], project: str):
+    """A strategy for one option's value: its choices and neighbours, numbers at and beyond any
+    range, paths that are no file, any text; and values that pass argparse, so that the command
+    behind it is reached too."""
+    numbers = st.sampled_from(["0", "-1", "1", "nan", "inf", "-inf", "1e309", "1e5", "0.5",
+                               "99999999999999999999", "0x10", " 4", "4 "])  # fmt: skip
+    # any text an argv can hold: no NUL (execve cannot pass one), no lone surrogate but those
+    # of bytes that are not UTF-8 (os.fsdecode's surrogateescape: in `paths`)
+    text = st.text(st.characters(blacklist_characters="\0", blacklist_categories=["Cs"]))
+    strategies = [numbers, text, st.sampled_from(paths)]
+    if action.type in (int, float):
+        strategies.append(st.integers(-2, 5000).map(str))
+    if action.type is float:
+        strategies.append(st.floats().map(str))
+    if action.choices:
+        strategies.append(st.sampled_from([*map(str, action.choices), "CT2", "ct2-float32", ""]))
+    if action.dest == "experiment":
+        strategies.append(st.sampled_from(["tiny", "tiny_learned_positions", "../tiny", "."]))
+    if action.dest == "workdir":
+        strategies.append(st.just(project))
+    return st.one_of(*strategies)
+
+
+def command_lines(paths: list[str], project: str):
+    """argv for any `aiayn` command: some of its options, each with a drawn value."""
+    commands = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+
+    @st.composite
+    def draw(data):
+        name = data(st.sampled_from(sorted(commands.choices)))
+        argv = [name]
+        for action in commands.choices[name]._actions:
+            if not action.option_strings or action.dest == "help":
+                continue
+            if not action.required and not data(st.booleans()):
+                continue
+            if action.nargs == 0:  # a flag
+                argv.append(action.option_strings[0])
+                continue
+            count = data(st.integers(1, 3)) if action.nargs in ("+", "*") else 1
+            values = [data(option_value(action, paths, project)) for _ in range(count)]
+            if count == 1:  # `--opt=value`, so that a value such as "-1" is not an option
+                argv.append(f"{action.option_strings[-1]}={values[0]}")
+            else:
+                argv += [action.option_strings[-1], *values]
+        return argv
+
+    return draw()
+
+
+def test_any_command_line_is_taken_or_refused_in_a_few_lines(project, tmp_path_factory):
+    """Every option of every command, drawn by Hypothesis (numbers beyond any range, text of
+    every category, paths that are folders, devices, missing or under a file): the command runs,
+    or argparse names the option, or one refusal of at most three lines; never a traceback, and
+    stdin is never waited on."""
+    import contextlib
+    import io
+
+    paths = hostile_paths(tmp_path_factory.mktemp("doors"))
+    outcomes = collections.Counter()
+
+    @given(argv=command_lines(paths, str(project)))
+    @settings(max_examples=300, derandomize=True, deadline=None)
+    def run(argv):
+        out, err = io.StringIO(), io.StringIO()
+        with (
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err),
+            pytest.MonkeyPatch.context() as patch,
+        ):  # fmt: skip
+            patch.setattr(sys, "stdin", io.StringIO("ein Hund\n"))
+            patch.chdir(project)
+            try:
+                code = main(argv)
+            except SystemExit as exit_:  # argparse's usage error, naming the option
+                outcomes["argparse refused"] += 1
+                said = err.getvalue()
+                assert exit_.code == 2 and re.search(r"aiayn( \w+)?: error: ", said), said
+                return
+        said = err.getvalue().strip().splitlines()
+        outcomes[f"{argv[0]} exit {code}"] += 1
+        assert "Traceback" not in err.getvalue(), (argv, err.getvalue())
+        if code != 0:
+            errors = [line for line in said if " ERROR aiayn: " in line]
+            assert errors and len(said) - said.index(errors[0]) <= 3, (argv, said)
+
+    run()
+    commands = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name in commands.choices:  # every command was reached past argparse, not only refused
+        assert any(key.startswith(f"{name} exit") for key in outcomes), outcomes

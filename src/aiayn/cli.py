@@ -157,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `aiayn results | head`: the reader has all it wanted
         stop_writing_stdout()
         return 1
+    except OSError as err:  # a path the system refuses (too long, say) where none was expected
+        where = f"{err.filename}: " if err.filename is not None else ""
+        log.error("%s%s (the system refused it; check the path or the file)", where, err.strerror)
+        return 1
 
 
 def stop_writing_stdout() -> None:
