@@ -715,6 +715,10 @@ def test_readme_benchmark_tables_are_the_committed_figures():
         figures = ct2[f"ctranslate2_{kind}"]
         assert f"| {figures['seconds']} s | {ct2[f'ours_vs_ct2_{kind}']}x |" in readme, kind
     assert ct2["ours_cached"]["sacrebleu"] > 90  # a trained model, not a random one's worst case
+    init_ab = json.loads((results / "fairseq_learning_init_ab-cpu.json").read_text())
+    for run_ in init_ab["runs"]:  # each run's dev NLL by step, in a row of its own
+        figures = " | ".join(f"{value:.4f}" for value in run_["dev_nll"].values())
+        assert f"| {figures} |" in readme, run_["name"]
     startup = json.loads((results / "translate_startup-cpu.json").read_text())["seconds"]
     assert f"`aiayn translate`\ntakes {startup['aiayn_translate']} s" in readme
     assert f"takes {startup['ctranslate2_script']} s" in readme
