@@ -81,8 +81,9 @@ def export_to_fairseq(work: Path, dest: Path, fairseq_python: str) -> Path:
 # ---- the two trainers -----------------------------------------------------------------------
 
 
-def ours_config(work: Path, args) -> Path:
-    """configs/multi30k.yaml's multi30k_small, with this benchmark's steps, seeds and dev steps."""
+def ours_config(work: Path, args) -> tuple[Path, dict]:
+    """configs/multi30k.yaml's multi30k_small, with this benchmark's steps, seeds and dev steps:
+    the config file, and the experiment's entry."""
     study = yaml.safe_load((benchlib.PROJECT / "configs/multi30k.yaml").read_text())
     experiment = study["experiments"]["multi30k_small"]
     experiment["seeds"] = args.seeds
@@ -96,7 +97,7 @@ def ours_config(work: Path, args) -> Path:
         config["datasets"] = {"multi30k": {"root": str(Path(args.data_root).resolve())}}
     path = work / f"{EXPERIMENT}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
+    return path, experiment
 
 
 def run_name(seed: int) -> str:
@@ -110,40 +111,46 @@ def ours_command(work: Path, config: Path, seed: int) -> list[str]:
             f"runs/{run_name(seed)}/train.json"]  # fmt: skip
 
 
-def peak_lr(d_model: int, warmup: int) -> float:
-    return d_model**-0.5 * warmup**-0.5
+def fairseq_command(data_bin: Path, seed: int, experiment: dict, args) -> list[str]:
+    """fairseq-train with ours' shape and flags, read from the experiment. --warmup-init-lr is
+    the paper's rate at step 1, so that both schedules give the same rate at every step
+    (fairseq's own default starts at 0); --max-tokens is set so that a step holds as many target
+    tokens as ours."""
+    from aiayn.model_config import build_config
+    from aiayn.train.settings import TrainSettings
 
-
-def fairseq_command(data_bin: Path, seed: int, args) -> list[str]:
-    """fairseq-train with the same shape and flags. --warmup-init-lr is the paper's rate at step
-    1, so that both schedules give the same rate at every step (fairseq's own default starts at
-    0); --max-tokens is set so that a step holds as many target tokens as ours."""
-    d, warmup = 256, 600
+    # the vocabulary is the exported dictionary; its size changes nothing read here
+    model = build_config(8000, experiment["model"], **experiment["overrides"])
+    train = TrainSettings(**experiment["train"])
+    peak = model.d_model**-0.5 * train.warmup_steps**-0.5 * train.lr_scale
+    sides = [f"--{side}-{key}={value}" for side in ("encoder", "decoder") for key, value in (
+        ("layers", model.n_layers), ("embed-dim", model.d_model),
+        ("ffn-embed-dim", model.d_ff), ("attention-heads", model.n_heads))]  # fmt: skip
     return [args.fairseq_python, "-m", "fairseq_cli.train", str(data_bin), "--cpu",
-            "--arch", "transformer", "--encoder-layers", "3", "--decoder-layers", "3",
-            "--encoder-embed-dim", str(d), "--decoder-embed-dim", str(d),
-            "--encoder-ffn-embed-dim", "1024", "--decoder-ffn-embed-dim", "1024",
-            "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
-            "--share-all-embeddings", "--dropout", "0.1",
-            "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-            "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--adam-eps", "1e-9",
-            "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(warmup),
-            "--lr", repr(peak_lr(d, warmup)), "--warmup-init-lr", repr(peak_lr(d, warmup) / warmup),
-            "--max-tokens", str(args.fairseq_max_tokens), "--max-update", str(args.steps),
-            "--validate-interval-updates", str(args.every), "--validate-interval", "1000",
-            "--no-save", "--log-format", "json", "--log-interval", "10", "--seed", str(seed),
+            "--arch", "transformer", *sides, "--share-all-embeddings",
+            f"--dropout={model.dropout}", f"--attention-dropout={model.attention_dropout}",
+            "--criterion", "label_smoothed_cross_entropy",
+            f"--label-smoothing={train.label_smoothing}", "--optimizer", "adam",
+            f"--adam-betas=({train.adam_beta1}, {train.adam_beta2})",
+            f"--adam-eps={train.adam_eps}", "--lr-scheduler", "inverse_sqrt",
+            f"--warmup-updates={train.warmup_steps}", f"--lr={peak!r}",
+            f"--warmup-init-lr={peak / train.warmup_steps!r}",
+            f"--max-tokens={args.fairseq_max_tokens}", f"--max-update={args.steps}",
+            f"--validate-interval-updates={args.every}", "--validate-interval", "1000",
+            "--no-save", "--log-format", "json", "--log-interval", "10", f"--seed={seed}",
             "--num-workers", "0", "--no-progress-bar"]  # fmt: skip
 
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def run_pair(work: Path, config: Path, data_bin: Path, seed: int, args) -> dict:
-    """Ours and fairseq with one seed, side by side; each one's log and peak memory (KiB)."""
+def run_pair(work: Path, config: Path, data_bin: Path, seed: int, experiment: dict, args) -> dict:
+    """Ours and fairseq with one seed, side by side, logging under logs/fairseq_peer/; each
+    one's peak memory in GiB."""
     logs = work / "logs" / "fairseq_peer"
     logs.mkdir(parents=True, exist_ok=True)
     commands = {"ours": ours_command(work, config, seed),
-                "fairseq": fairseq_command(data_bin, seed, args)}  # fmt: skip
+                "fairseq": fairseq_command(data_bin, seed, experiment, args)}  # fmt: skip
     running = {}
     for name, command in commands.items():
         log = open(logs / f"{name}.seed{seed}.log", "w")
@@ -277,14 +284,14 @@ def main() -> None:
     args = parser.parse_args()
     work = args.work.resolve()
     data_bin = export_to_fairseq(work, work / "fairseq", args.fairseq_python)
-    config = ours_config(work, args)
+    config, experiment = ours_config(work, args)
     record = benchlib.header("fairseq_learning") | {
         "steps": args.steps,
         "every": args.every,
         "runs": {side: [] for side in SIDES},
     }
     for seed in range(1, args.seeds + 1):
-        peaks = run_pair(work, config, data_bin, seed, args)
+        peaks = run_pair(work, config, data_bin, seed, experiment, args)
         curves = {
             "ours": ours_curve(work, seed),
             "fairseq": fairseq_curve(work / f"logs/fairseq_peer/fairseq.seed{seed}.log"),
