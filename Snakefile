@@ -30,6 +30,7 @@ os.environ.update(
 )
 from aiayn.config.load import plain_errors, prepared_config
 from aiayn.config.study import Passed
+from aiayn.report.front_page import front_page_file
 
 # The study: config.yaml (in the working directory; deployed as a module without a config,
 # this checkout's), or the --configfile files added up, then --config; deployed with a config
@@ -64,7 +65,13 @@ for message in absent.values():  # recorded in results/<study>/run.json too
 include: "rules/common.smk"
 
 
-report: report_front_page()
+# The HTML report's front page, which the main process writes (aiayn.report.front_page)
+front_page = front_page_file(
+    plan.study, plan.runs.groups(), Path.cwd(), workflow.is_main_process, logger.warning
+)
+
+
+report: front_page
 
 
 # The bill before any job runs (a dry run is the place to read it).
@@ -97,4 +104,11 @@ rule all:
         plan.outputs.seed_score_files(),
         plan.outputs.translation_files(),
         plan.report.files(),
-        paths.run_record(plan.study),
+        f"results/{plan.study}/run.json",
+
+
+# Each rule that runs one of this checkout's workflow scripts gets its code's version as the
+# `code` param, so that an edit of the script or of a package module it runs reruns it.
+for stage in workflow.rules:
+    if stage.script and Path(stage.script).parent.name == "workflow_scripts":
+        stage.set_params(code=code_version(Path(stage.script).name))

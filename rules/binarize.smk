@@ -4,13 +4,13 @@
 rule binarize:
     """Encode both sides of a cleaned split with the dataset's BPE model."""
     input:
-        source_text=paths.split_text("clean", "{src}"),
-        target_text=paths.split_text("clean", "{tgt}"),
-        model=paths.subword_file("model"),
+        source_text="data/{dataset}/clean/{split}.{src}-{tgt}.{src}",
+        target_text="data/{dataset}/clean/{split}.{src}-{tgt}.{tgt}",
+        model="data/{dataset}/spm/bpe.model",
     output:
-        multiext(paths.split_text("bin", "{src}"), ".bin", ".idx"),
-        multiext(paths.split_text("bin", "{tgt}"), ".bin", ".idx"),
-        record=paths.split_record("bin"),
+        multiext("data/{dataset}/bin/{split}.{src}-{tgt}.{src}", ".bin", ".idx"),
+        multiext("data/{dataset}/bin/{split}.{src}-{tgt}.{tgt}", ".bin", ".idx"),
+        record="data/{dataset}/bin/{split}.{src}-{tgt}.json",
     log:
         "logs/binarize/{dataset}/{split}.{src}-{tgt}.log",
     benchmark:
@@ -19,7 +19,6 @@ rule binarize:
         "envs/aiayn.yaml"
     threads: 4
     params:
-        prefixes=binarized_prefixes,
-        code=code_version("binarize.py"),
+        prefixes=of_dataset("data/{dataset}/bin/{split}.{src}-{tgt}.{lang}"),
     script:
         "../workflow_scripts/binarize.py"

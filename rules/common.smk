@@ -1,59 +1,49 @@
-"""What only Snakemake needs: the plan of the config, wildcard patterns, code versions and the
-input, params and resources functions (taking `wildcards`) that give one job's files and
-settings: named, so that every rule reads as a list of what it needs (Snakemake's best practices).
+"""What only Snakemake needs: the study's plan, the wildcards' patterns, and the functions with
+real logic that give one job its files and settings.
 
-File names come from aiayn.config.paths, config look-ups from `plan` (aiayn.config.plan.Plan,
-plain Python and unit-tested there), through its four parts: `plan.data` (datasets and splits),
-`plan.runs` (experiments, seeds, settings, baselines), `plan.outputs` (models, translations,
-scores) and `plan.report` (tables, figures, the run record).
+The rules write their file patterns themselves (aiayn.config.paths writes the same ones for the
+package; tests/test_paths.py checks that they agree) and look settings up with `lookup()`: a
+dataset's `within=config`, a training run's `within=runs`, one row per run with its dataset's
+splits, its baseline and its seeds (aiayn.config.plan, plain Python and unit-tested there).
 """
 
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
-# CHECKOUT: the Snakefile's folder; the Snakefile put its src/ first on sys.path, so that the
-# package imported here is this checkout's, installed or not.
-SRC_DIR = CHECKOUT / "src" / "aiayn"
-SCRIPTS_DIR = CHECKOUT / "workflow_scripts"
-
-from aiayn.config import paths
+from aiayn.config.plan import FIGURES, PARSING_FIGURES, TABLES, Plan
+from aiayn.config.versions import code_version as script_code_version
+from aiayn.config.workflow import use_this_checkout
 from aiayn.data.digests import source_digests
 from aiayn.data.sources import is_url, local_files
 from aiayn.errors import InputError
 from aiayn.parsing.treebank import select_files
-from aiayn.config.plan import FIGURES, PARSING_FIGURES, TABLES, Plan
-from aiayn.report.front_page import front_page
-from aiayn.report.run_record import remember_invocation, write_run_record
-from aiayn.config.versions import code_version as script_code_version, study_versions
-from aiayn.config.workflow import use_this_checkout
+from aiayn.report.run_record import record_study, remember_invocation
 
-use_this_checkout(SRC_DIR.parent)
+# CHECKOUT: the Snakefile's folder, whose src/ the Snakefile put first on sys.path
+use_this_checkout(CHECKOUT / "src")
 plan = Plan(config)
+runs = plan.runs.sheet()
 if workflow.is_main_process:
     # the command typed, for the run record (aiayn.report.run_record)
     remember_invocation(sys.argv)
 
 
 wildcard_constraints:
+    study=re.escape(plan.study),
     dataset=r"[A-Za-z0-9_]+",
     split=r"[A-Za-z0-9_]+",
     src=r"[a-z]{2,3}",
     tgt=r"[a-z]{2,3}",
-    lang=r"[a-z]{2,3}",
     experiment=r"[A-Za-z0-9_][A-Za-z0-9_.]*",
     checkpoint=r"averaged|last",
     format=r"hf|ct2(-[a-z0-9_]+)?",  # ct2-<weight type>: the export checks CTranslate2's list
 
 
 def code_version(script):
-    """What workflow_scripts/{script} and the src/aiayn modules it runs do (not how they are
-    written: aiayn.config.code_meaning), passed as a param so that a change of any of them
-    reruns the rule (Snakemake's own code trigger sees the script's modification time only).
-    """
-    return script_code_version(SCRIPTS_DIR / script, CHECKOUT)
+    """What workflow_scripts/{script} and the src/aiayn modules it runs do (not how
+    they are written: aiayn.config.code_meaning): each such rule's `code` param."""
+    return script_code_version(CHECKOUT / "workflow_scripts" / script, CHECKOUT)
 
 
 def names_pattern(names):
@@ -68,7 +58,7 @@ def other_names_pattern(names, characters):
     return f"(?!(?:{names_pattern(names)})(?![{characters}]))[{characters}]+"
 
 
-# ---- input functions: the files one job reads ---------------------------------------------
+# ---- a dataset's files ----------------------------------------------------------------------
 
 
 def checked_split_source(wildcards):
@@ -88,15 +78,13 @@ def local_inputs(wildcards):
     if spec["source"] != "local":
         return []
     entry = plan.data.entry(wildcards.dataset)
-    return [
-        f for f in local_files(spec, entry["langs"], entry["root"]) if not is_url(f)
-    ]
+    files = local_files(spec, entry["langs"], entry["root"])
+    return [f for f in files if not is_url(f)]
 
 
 def local_contents(wildcards):
-    """The sha256 of each local file, a param: a file replaced with its old mtime (`cp -p`,
-    `rsync -a`) reruns the download too. Where the files are (`root`) is not part of it.
-    """
+    """The sha256 of each local file, a param: a file replaced with its old mtime
+    (`cp -p`, `rsync -a`) reruns the download too. Not where they are (`root`)."""
     return source_digests(local_inputs(wildcards))
 
 
@@ -115,216 +103,103 @@ def treebank_contents(wildcards):
     return source_digests(treebank_files(wildcards))
 
 
-def trainer_data(wildcards):
-    """The binarized train and dev splits an experiment reads, and the files its dev monitor
-    reads (a parser's dev parses, a translation's dev BLEU: experiments.dev_monitor)."""
-    name = plan.runs.dataset(wildcards.experiment)
-    dev = plan.runs.entry(wildcards.experiment)["dev_split"]
-    monitor = plan.runs.trainer_spec(wildcards.experiment).get("dev_monitor", {})
-    return {
-        "train_data": plan.data.split_sides("bin", name, "train", (".bin", ".idx")),
-        "dev_data": plan.data.split_sides("bin", name, dev, (".bin", ".idx")),
-        "subword": paths.subword_file("model", name),  # its hash goes into the weights
-        "dev_monitor": monitor.get("inputs", []),
-    }
+def of_dataset(pattern, suffixes=("",)):
+    """An input function: `pattern` with the wildcards, the language pair ({src}, {tgt}) of the
+    job's dataset (its `{dataset}`, or its `{experiment}`'s) and a run's `{dev_split}` filled
+    in; `{lang}` stands for each side, source first, each with every suffix."""
+
+    def files(wildcards):
+        known = dict(wildcards.items())
+        if "experiment" in known:
+            entry = plan.runs.entry(wildcards.experiment)
+            known.update(dataset=entry["dataset"], dev_split=entry["dev_split"])
+        known["src"], known["tgt"] = langs = plan.data.entry(known["dataset"])["langs"]
+        sides = langs if "{lang}" in pattern else [""]
+        found = [
+            pattern.format(**known, lang=x) + end for x in sides for end in suffixes
+        ]
+        return found[0] if len(found) == 1 else found
+
+    return files
 
 
-def decode_model(wildcards):
-    """The averaged model, or train.json (which names the last checkpoint's weights)."""
-    if wildcards.checkpoint == "averaged":
-        return paths.averaged_model(wildcards.experiment)
-    return paths.train_summary(wildcards.experiment)
-
-
-def decode_source(wildcards):
-    """The binarized source side of the split being decoded."""
-    name = plan.runs.dataset(wildcards.experiment)
-    return plan.data.split_sides("bin", name, wildcards.split, (".bin", ".idx"))[:2]
-
-
-def reference_text(wildcards):
-    """The target side of the split being scored, as the clean stage passed it (verbatim)."""
-    name = plan.runs.dataset(wildcards.experiment)
-    return plan.data.split_sides("clean", name, wildcards.split)[1]
-
-
-def parser_words(wildcards):
-    """The source side of a parsing split: the words the output trees are built over."""
-    name = plan.runs.dataset(wildcards.experiment)
-    return plan.data.split_sides("clean", name, wildcards.split)[0]
-
-
-def gold_trees(wildcards):
-    name = plan.runs.dataset(wildcards.experiment)
-    return paths.gold_trees(name, wildcards.split, plan.data.pair(name))
-
-
-def tag_lexicon_sources(wildcards):
-    """The training split's words and linearized trees, which `decode.constrain: lexicon` reads
-    each word's tags from; nothing for other decodes."""
-    decode = plan.runs.entry(wildcards.experiment)["decode"]
-    if decode.get("constrain") != "lexicon":
-        return []
-    dataset = plan.runs.dataset(wildcards.experiment)
-    return plan.data.split_sides("clean", dataset, "train")
-
-
-def subword_model(wildcards):
-    return paths.subword_file("model", plan.runs.dataset(wildcards.experiment))
-
-
-def baseline_hypotheses(wildcards):
-    """The baseline's output on the same split by the same kind of model, for the paired test;
-    none for the baseline itself or where it does not decode that split."""
-    baseline = plan.runs.baseline_of(wildcards.experiment)
-    if not tested_against(baseline, wildcards):
-        return []
-    return [paths.decode_output("hyp", baseline, wildcards.checkpoint, wildcards.split)]
-
-
-def tested_against(baseline, wildcards):
-    """Whether the experiment of `wildcards` has a baseline other than itself that decodes the
-    same split with the same kind of model."""
-    if baseline == wildcards.experiment:
-        return False
-    return (wildcards.checkpoint, wildcards.split) in plan.runs.scored_decodes(baseline)
-
-
-def seed_outputs(group, wildcards):
-    """Every seed's output of an experiment on the split being summarised."""
-    return [
-        paths.decode_output("hyp", run, wildcards.checkpoint, wildcards.split)
-        for run in plan.runs.seeds_of(group)
-    ]
-
-
-def baseline_seed_outputs(wildcards):
-    """The baseline experiment's outputs, every seed, for the seed-aware test; none for the
-    baseline itself or where it does not decode that split."""
-    baseline = plan.runs.baseline_group(wildcards.experiment)
-    if not tested_against(baseline, wildcards):
-        return []
-    return seed_outputs(baseline, wildcards)
-
-
-# ---- params and resources: one job's settings ---------------------------------------------
-
-
-def dataset_root(wildcards):
-    """Where the dataset's local files are (its `root`)."""
-    return plan.data.entry(wildcards.dataset)["root"]
+def cleaning_filters(wildcards):
+    """The dataset's cleaning filters for its training split; none for the others,
+    passed through checked: a filter's edit reruns the training split's job only."""
+    if wildcards.split != "train":
+        return {}
+    return config["datasets"][wildcards.dataset]["clean"]
 
 
 def is_training_split(wildcards):
     return wildcards.split == "train"
 
 
-def clean_settings(wildcards):
-    """The dataset's cleaning filters for its training split; none for the others, which are
-    passed through checked, so that a filter's edit reruns the training split's job only.
-    """
-    if wildcards.split != "train":
-        return {}
-    return plan.data.entry(wildcards.dataset)["clean"]
+# ---- a run's files and settings -------------------------------------------------------------
 
 
-def training_text(wildcards):
-    """Both sides of the dataset's cleaned training split (what its BPE is learned from)."""
-    return plan.data.split_sides("clean", wildcards.dataset, "train")
-
-
-def subword_settings(wildcards):
-    return plan.data.entry(wildcards.dataset)["subword"]
-
-
-def binarized_prefixes(wildcards):
-    return plan.data.split_sides("bin", wildcards.dataset, wildcards.split)
-
-
-def treebank_linearization(wildcards):
-    return plan.data.entry(wildcards.dataset)["linearization"]
-
-
-def treebank_gold_trees(wildcards):
-    return paths.gold_trees(
-        wildcards.dataset, wildcards.split, plan.data.pair(wildcards.dataset)
-    )
-
-
-def treebank_training_trees(wildcards):
-    return paths.gold_trees(
-        wildcards.dataset, "train", plan.data.pair(wildcards.dataset)
-    )
-
-
-def dataset_test_set(wildcards):
-    """The source spec of the dataset's split (what a score names as its test set)."""
-    return plan.data.split_source(wildcards.dataset, wildcards.split)
+def dev_monitor_inputs(wildcards):
+    """The files the experiment's dev monitor reads as it trains (a parser's dev parses, a
+    translation's dev BLEU: aiayn.config.experiments.dev_monitor)."""
+    monitor = plan.runs.trainer_spec(wildcards.experiment).get("dev_monitor", {})
+    return monitor.get("inputs", [])
 
 
 def trainer_spec(wildcards):
+    """What the trainer reads (runs/{experiment}/experiment.json), every setting resolved."""
     return plan.runs.trainer_spec(wildcards.experiment)
-
-
-def train_processes(wildcards):
-    """Processes (GPUs) per node of the experiment's training."""
-    return plan.runs.entry(wildcards.experiment)["processes"]
-
-
-def train_nodes(wildcards):
-    return plan.runs.entry(wildcards.experiment)["nodes"]
 
 
 def train_gres(wildcards):
     """The GPUs per node that SLURM allocates to the training job."""
-    return f"gpu:{train_processes(wildcards)}"
+    return f"gpu:{runs[wildcards.experiment]['processes']}"
 
 
-def averaged_checkpoints(wildcards):
-    """How many of the last checkpoints rule average averages."""
-    return plan.runs.entry(wildcards.experiment)["train"]["average_last"]
+def decode_model(wildcards):
+    """The averaged model, or train.json (which names the last checkpoint's weights)."""
+    if wildcards.checkpoint == "averaged":
+        return "runs/{experiment}/averaged.safetensors".format(**wildcards)
+    return "runs/{experiment}/train.json".format(**wildcards)
 
 
-def decode_settings(wildcards):
-    return plan.runs.entry(wildcards.experiment)["decode"]
+def tag_lexicon_sources(wildcards):
+    """The training split's words and linearized trees, which `decode.constrain: lexicon` reads
+    each word's tags from; nothing for other decodes."""
+    if runs[wildcards.experiment]["decode"].get("constrain") != "lexicon":
+        return []
+    return of_dataset("data/{dataset}/clean/train.{src}-{tgt}.{lang}")(wildcards)
 
 
-def experiment_test_set(wildcards):
-    """The source spec of the split an experiment's decode is scored on."""
-    return plan.data.split_source(
-        plan.runs.dataset(wildcards.experiment), wildcards.split
-    )
+def hypotheses(names, wildcards):
+    pattern = "runs/{experiment}/decode/{checkpoint}/{split}.hyp"
+    return [pattern.format(**{**wildcards, "experiment": name}) for name in names]
 
 
-def experiment_linearization(wildcards):
-    return plan.data.entry(plan.runs.dataset(wildcards.experiment))["linearization"]
+def seed_hypotheses(wildcards):
+    """Every seed's output of the experiment on the split being summarised."""
+    return hypotheses(runs[wildcards.experiment]["seed_runs"], wildcards)
 
 
-def target_language(wildcards):
-    """The language an experiment translates into (sacreBLEU's tokenizer follows it)."""
-    return plan.data.entry(plan.runs.dataset(wildcards.experiment))["langs"][1]
+def baseline_hypotheses(seeds):
+    """An input function: the baseline's output on the job's split by the same kind of model,
+    its run of the same seed for the paired test or, with `seeds`, all its runs for the seed
+    test; none for the baseline itself or where it does not decode that split."""
+
+    def files(wildcards):
+        baseline = runs[wildcards.experiment]["baseline_group" if seeds else "baseline"]
+        decode = (wildcards.checkpoint, wildcards.split)
+        if baseline == wildcards.experiment or decode not in plan.runs.scored_decodes(
+            baseline
+        ):
+            return []
+        return hypotheses(
+            runs[baseline]["seed_runs"] if seeds else [baseline], wildcards
+        )
+
+    return files
 
 
-def baseline_experiment(wildcards):
-    return plan.runs.baseline_of(wildcards.experiment)
-
-
-def baseline_group(wildcards):
-    return plan.runs.baseline_group(wildcards.experiment)
-
-
-def group_seed_outputs(wildcards):
-    """Every seed's output of the experiment being summarised."""
-    return seed_outputs(wildcards.experiment, wildcards)
-
-
-def seed_runs(wildcards):
-    return plan.runs.seeds_of(wildcards.experiment)
-
-
-def run_seeds(wildcards):
-    """The training seed of each of seed_runs, in the same order."""
-    return [plan.runs.entry(run)["train"]["seed"] for run in seed_runs(wildcards)]
+# ---- report ---------------------------------------------------------------------------------
 
 
 def shown_experiments(wildcards):
@@ -335,66 +210,8 @@ def shown_experiments(wildcards):
 
 def training_sources(wildcards):
     """Each shown experiment's training split source (Table 4 names each parser's treebank)."""
-    return {
-        name: plan.data.split_source(plan.runs.dataset(name), "train")
-        for name in plan.report.shown(wildcards.table)
-    }
-
-
-# ---- report -------------------------------------------------------------------------------
-
-
-def record_study_run(output, log):
-    """Write the study's run record, with the command the main process remembered."""
-    record = write_run_record(
-        output,
-        study=plan.study,
-        configfiles=[
-            str(f) for f in workflow.configfiles
-        ],  # a deploying workflow's too
-        root=CHECKOUT,
-        experiments={
-            name: (paths.train_summary(name), plan.runs.decode_settings(name))
-            for name in plan.runs.names()
-        },
-        scores=plan.outputs.score_files(),
-        seed_scores=plan.outputs.seed_score_files(),
-        left_out=absent,  # optional datasets without data (the Snakefile's)
-        config_overrides=dict(workflow.config_settings.config),  # --config
-        versions=study_versions(plan, CHECKOUT),
-    )
-    Path(log).write_text(
-        f"{output}: {len(record['experiments'])} experiments, {len(record['scores'])} "
-        f"scores, commit {record['commit']}\n",
-        encoding="utf-8",
-    )
-
-
-def report_front_page():
-    """The HTML report's front page for this study (aiayn.report.front_page), written where
-    Snakemake keeps its own state; the main process writes it (only when it changed), its jobs
-    only name it. Where that folder is a colleague's that this user cannot write (umask 077 on
-    a shared folder), the page goes to this user's temporary folder instead, with a warning:
-    a dry run or a run must not die of the report's front page."""
-    page = Path.cwd() / ".snakemake" / "aiayn" / f"report_{plan.study}.rst"
-    if not workflow.is_main_process:
-        return str(page)
-    text = front_page(plan.study, plan.runs.groups(), Path.cwd())
-    try:
-        if not page.is_file() or page.read_text(encoding="utf-8") != text:
-            page.parent.mkdir(parents=True, exist_ok=True)
-            page.write_text(text, encoding="utf-8")
-    except OSError as err:
-        fallback = (
-            Path(tempfile.gettempdir()) / f"aiayn-{os.getuid()}-report_{plan.study}.rst"
-        )
-        fallback.write_text(text, encoding="utf-8")
-        logger.warning(
-            f"the report's front page cannot be written to {page} ({err.strerror}); it is "
-            f"{fallback} instead (make {page.parent} writable for you to keep it there)"
-        )
-        return str(fallback)
-    return str(page)
+    shown = plan.report.shown(wildcards.table)
+    return {name: runs[name]["splits"]["train"] for name in shown}
 
 
 def report_inputs(wildcards):

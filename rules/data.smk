@@ -6,9 +6,9 @@ rule download:
     input:
         local_inputs,
     output:
-        source_text=paths.split_text("raw", "{src}"),
-        target_text=paths.split_text("raw", "{tgt}"),
-        record=paths.split_record("raw"),
+        source_text="data/{dataset}/raw/{split}.{src}-{tgt}.{src}",
+        target_text="data/{dataset}/raw/{split}.{src}-{tgt}.{tgt}",
+        record="data/{dataset}/raw/{split}.{src}-{tgt}.json",
     log:
         "logs/download/{dataset}/{split}.{src}-{tgt}.log",
     benchmark:
@@ -19,9 +19,8 @@ rule download:
         "envs/aiayn.yaml"
     params:
         spec=checked_split_source,
-        root=dataset_root,
+        root=lookup(dpath="datasets/{dataset}/root", within=config),
         contents=local_contents,
-        code=code_version("download.py"),
     script:
         "../workflow_scripts/download.py"
 
@@ -29,21 +28,19 @@ rule download:
 rule clean:
     """Filter and normalise the training split; check and pass through dev/test splits."""
     input:
-        source_text=paths.split_text("raw", "{src}"),
-        target_text=paths.split_text("raw", "{tgt}"),
-        raw_record=paths.split_record("raw"),
+        source_text="data/{dataset}/raw/{split}.{src}-{tgt}.{src}",
+        target_text="data/{dataset}/raw/{split}.{src}-{tgt}.{tgt}",
+        raw_record="data/{dataset}/raw/{split}.{src}-{tgt}.json",
     output:
-        source_text=paths.split_text("clean", "{src}"),
-        target_text=paths.split_text("clean", "{tgt}"),
-        record=paths.split_record("clean"),
+        source_text="data/{dataset}/clean/{split}.{src}-{tgt}.{src}",
+        target_text="data/{dataset}/clean/{split}.{src}-{tgt}.{tgt}",
+        record="data/{dataset}/clean/{split}.{src}-{tgt}.json",
     log:
         "logs/clean/{dataset}/{split}.{src}-{tgt}.log",
     conda:
         "envs/aiayn.yaml"
     params:
         train=is_training_split,
-        settings=clean_settings,
-        # only the training split is filtered: only its job depends on them
-        code=code_version("clean.py"),
+        settings=cleaning_filters,
     script:
         "../workflow_scripts/clean.py"

@@ -5,12 +5,14 @@ rule decode:
     """Translate one split; detokenized output in input order, settings and speed in the .json."""
     input:
         model=decode_model,
-        source=decode_source,
-        subword=subword_model,
+        source=of_dataset(
+            "data/{dataset}/bin/{split}.{src}-{tgt}.{src}", (".bin", ".idx")
+        ),
+        subword=of_dataset("data/{dataset}/spm/bpe.model"),
         lexicon=tag_lexicon_sources,
     output:
-        hypotheses=paths.decode_output("hyp"),
-        record=paths.decode_output("json"),
+        hypotheses="runs/{experiment}/decode/{checkpoint}/{split}.hyp",
+        record="runs/{experiment}/decode/{checkpoint}/{split}.json",
     log:
         "logs/decode/{experiment}/{checkpoint}/{split}.log",
     benchmark:
@@ -19,8 +21,7 @@ rule decode:
         "envs/aiayn.yaml"
     threads: 1
     params:
-        settings=decode_settings,
-        code=code_version("decode.py"),
+        settings=lookup(dpath="{experiment}/decode", within=runs),
     script:
         "../workflow_scripts/decode.py"
 
@@ -29,10 +30,10 @@ rule attention_maps:
     """Encoder self-attention of the averaged model on the paper's sentences (Figures 3-5); every
     layer's weights also go to runs/{experiment}/attention.npz."""
     input:
-        model=paths.averaged_model(),
-        subword=subword_model,
+        model="runs/{experiment}/averaged.safetensors",
+        subword=of_dataset("data/{dataset}/spm/bpe.model"),
     output:
-        weights=paths.attention_weights(),
+        weights="runs/{experiment}/attention.npz",
         figures=report(
             plan.report.attention_figures(),
             category="Figures",
@@ -46,6 +47,5 @@ rule attention_maps:
     params:
         sentences=config["report"]["attention_sentences"],
         word=config["report"]["attention_word"],
-        code=code_version("attention_maps.py"),
     script:
         "../workflow_scripts/attention_maps.py"

@@ -7,16 +7,15 @@ rule export:
     """The averaged model, its BPE model and aiayn_export.json in runs/{experiment}/export/{format}/
     (hf; ct2; ct2-int8 and CTranslate2's other weight types); needs the export extra."""
     input:
-        model=paths.averaged_model(),
-        subword=subword_model,
+        model="runs/{experiment}/averaged.safetensors",
+        subword=of_dataset("data/{dataset}/spm/bpe.model"),
     output:
-        folder=directory(paths.export_dir()),
+        folder=directory("runs/{experiment}/export/{format}"),
     log:
         "logs/export/{experiment}/{format}.log",
     conda:
         "envs/aiayn.yaml"
     params:
-        settings=decode_settings,
-        code=code_version("export.py"),
+        settings=lookup(dpath="{experiment}/decode", within=runs),
     script:
         "../workflow_scripts/export.py"

@@ -9,10 +9,10 @@ rule treebank:
     input:
         treebank_files,
     output:
-        source_text=paths.split_text("raw", "{src}"),
-        target_text=paths.split_text("raw", "{tgt}"),
-        gold_trees=paths.gold_trees(),
-        record=paths.split_record("raw"),
+        source_text="data/{dataset}/raw/{split}.{src}-{tgt}.{src}",
+        target_text="data/{dataset}/raw/{split}.{src}-{tgt}.{tgt}",
+        gold_trees="data/{dataset}/raw/{split}.{src}-{tgt}.trees",
+        record="data/{dataset}/raw/{split}.{src}-{tgt}.json",
     log:
         "logs/treebank/{dataset}/{split}.{src}-{tgt}.log",
     benchmark:
@@ -23,10 +23,9 @@ rule treebank:
         "envs/aiayn.yaml"
     params:
         spec=checked_split_source,
-        root=dataset_root,
+        root=lookup(dpath="datasets/{dataset}/root", within=config),
         contents=treebank_contents,
-        linearization=treebank_linearization,
-        code=code_version("treebank.py"),
+        linearization=lookup(dpath="datasets/{dataset}/linearization", within=config),
     script:
         "../workflow_scripts/treebank.py"
 
@@ -35,13 +34,13 @@ rule score_parse:
     """Trees from the decoded sequences over the input's words (repairs counted), scored by
     EVALB's rules (COLLINS.prm) against the gold trees."""
     input:
-        hypotheses=paths.decode_output("hyp"),
-        decode_record=paths.decode_output("json"),
-        words=parser_words,
-        gold_trees=gold_trees,
+        hypotheses="runs/{experiment}/decode/{checkpoint}/{split}.hyp",
+        decode_record="runs/{experiment}/decode/{checkpoint}/{split}.json",
+        words=of_dataset("data/{dataset}/clean/{split}.{src}-{tgt}.{src}"),
+        gold_trees=of_dataset("data/{dataset}/raw/{split}.{src}-{tgt}.trees"),
     output:
         scores=report(
-            paths.score_file(study=plan.study),
+            f"results/{plan.study}/scores/{{experiment}}/{{checkpoint}}/{{split}}.json",
             category="Scores",
             labels={
                 "experiment": "{experiment}",
@@ -49,7 +48,7 @@ rule score_parse:
                 "split": "{split}",
             },
         ),
-        trees=paths.decode_output("trees"),
+        trees="runs/{experiment}/decode/{checkpoint}/{split}.trees",
     log:
         f"logs/score/{plan.study}/{{experiment}}/{{checkpoint}}/{{split}}.log",
     wildcard_constraints:
@@ -57,9 +56,8 @@ rule score_parse:
     conda:
         "envs/aiayn.yaml"
     params:
-        test_set=experiment_test_set,
-        linearization=experiment_linearization,
-        code=code_version("score_parse.py"),
+        test_set=lookup(dpath="{experiment}/splits/{split}", within=runs),
+        linearization=lookup(dpath="{experiment}/linearization", within=runs),
     script:
         "../workflow_scripts/score_parse.py"
 
@@ -68,18 +66,17 @@ rule parse_baselines:
     """Right-branching and flat trees over a parsing split's words, scored by the same EVALB
     rules: what a parser that ignores its input can reach (Table 4's baseline rows)."""
     input:
-        gold_trees=treebank_gold_trees,
-        train_trees=treebank_training_trees,
+        gold_trees=of_dataset("data/{dataset}/raw/{split}.{src}-{tgt}.trees"),
+        train_trees=of_dataset("data/{dataset}/raw/train.{src}-{tgt}.trees"),
     output:
-        scores=paths.parse_baseline_file(study=plan.study),
+        scores="results/{study}/baselines/{dataset}/{split}.json",
     log:
-        f"logs/parse_baselines/{plan.study}/{{dataset}}/{{split}}.log",
+        "logs/parse_baselines/{study}/{dataset}/{split}.log",
     wildcard_constraints:
         dataset=names_pattern(plan.data.treebanks()),
     conda:
         "envs/aiayn.yaml"
     params:
-        test_set=dataset_test_set,
-        code=code_version("parse_baselines.py"),
+        test_set=lookup(dpath="datasets/{dataset}/splits/{split}", within=config),
     script:
         "../workflow_scripts/parse_baselines.py"

@@ -10,12 +10,12 @@ rule table:
     input:
         unpack(report_inputs),
     output:
-        markdown=report(plan.report.table_file("{table}", "md"), category="Tables"),
-        csv=report(plan.report.table_file("{table}", "csv"), category="Tables"),
-        latex=report(plan.report.table_file("{table}", "tex"), category="Tables"),
-        detail=report(plan.report.table_file("{table}_detail", "md"), category="Tables"),
+        markdown=report("results/{study}/tables/{table}.md", category="Tables"),
+        csv=report("results/{study}/tables/{table}.csv", category="Tables"),
+        latex=report("results/{study}/tables/{table}.tex", category="Tables"),
+        detail=report("results/{study}/tables/{table}_detail.md", category="Tables"),
     log:
-        f"logs/report/{plan.study}/{{table}}.log",
+        "logs/report/{study}/{table}.log",
     wildcard_constraints:
         table=names_pattern(TABLES),
     conda:
@@ -26,7 +26,6 @@ rule table:
         vocab_sizes=plan.report.vocabulary_sizes(),
         significance=config["report"]["significance"],
         study=plan.study,
-        code=code_version("report_table.py"),
     script:
         "../workflow_scripts/report_table.py"
 
@@ -38,17 +37,16 @@ rule figure:
     input:
         unpack(report_inputs),
     output:
-        png=report(paths.figure_file("{figure}", "png", plan.study), category="Figures"),
-        pdf=report(paths.figure_file("{figure}", "pdf", plan.study), category="Figures"),
+        png=report("results/{study}/figures/{figure}.png", category="Figures"),
+        pdf=report("results/{study}/figures/{figure}.pdf", category="Figures"),
     log:
-        f"logs/report/{plan.study}/{{figure}}.log",
+        "logs/report/{study}/{figure}.log",
     wildcard_constraints:
         figure=names_pattern(FIGURES + PARSING_FIGURES),
     conda:
         "envs/aiayn.yaml"
     params:
         experiments=shown_experiments,
-        code=code_version("report_figure.py"),
     script:
         "../workflow_scripts/report_figure.py"
 
@@ -60,9 +58,19 @@ rule run_record:
     input:
         plan.report.run_record_inputs(),
     output:
-        record=paths.run_record(plan.study),
+        record="results/{study}/run.json",
     log:
-        f"logs/run_record/{plan.study}.log",
+        "logs/run_record/{study}.log",
     localrule: True
     run:
-        record_study_run(output.record, log[0])
+        record_study(
+            output.record,
+            log[0],
+            plan,
+            CHECKOUT,
+            configfiles=[
+                str(f) for f in workflow.configfiles
+            ],  # a deploying workflow's too
+            left_out=absent,  # optional datasets without data (the Snakefile's)
+            config_overrides=dict(workflow.config_settings.config),  # --config
+        )

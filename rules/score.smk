@@ -4,13 +4,13 @@
 rule score:
     """Score one decode against the split's reference; every figure with its signature."""
     input:
-        hypotheses=paths.decode_output("hyp"),
-        decode_record=paths.decode_output("json"),
-        reference=reference_text,
-        baseline=baseline_hypotheses,
+        hypotheses="runs/{experiment}/decode/{checkpoint}/{split}.hyp",
+        decode_record="runs/{experiment}/decode/{checkpoint}/{split}.json",
+        reference=of_dataset("data/{dataset}/clean/{split}.{src}-{tgt}.{tgt}"),
+        baseline=baseline_hypotheses(seeds=False),
     output:
         scores=report(
-            paths.score_file(study=plan.study),
+            "results/{study}/scores/{experiment}/{checkpoint}/{split}.json",
             category="Scores",
             labels={
                 "experiment": "{experiment}",
@@ -19,17 +19,16 @@ rule score:
             },
         ),
     log:
-        f"logs/score/{plan.study}/{{experiment}}/{{checkpoint}}/{{split}}.log",
+        "logs/score/{study}/{experiment}/{checkpoint}/{split}.log",
     wildcard_constraints:
         experiment=other_names_pattern(plan.runs.parsers(), "A-Za-z0-9_."),
     conda:
         "envs/aiayn.yaml"
     params:
-        target_lang=target_language,
-        test_set=experiment_test_set,
-        baseline=baseline_experiment,
+        target_lang=lookup(dpath="{experiment}/target_lang", within=runs),
+        test_set=lookup(dpath="{experiment}/splits/{split}", within=runs),
+        baseline=lookup(dpath="{experiment}/baseline", within=runs),
         resamples=config["report"]["bootstrap_resamples"],
-        code=code_version("score.py"),
     script:
         "../workflow_scripts/score.py"
 
@@ -39,12 +38,12 @@ rule seed_scores:
     and the seed test (Welch's t) against the baseline experiment's seeds (aiayn.score.seed_stats).
     """
     input:
-        hypotheses=group_seed_outputs,
-        reference=reference_text,
-        baseline=baseline_seed_outputs,
+        hypotheses=seed_hypotheses,
+        reference=of_dataset("data/{dataset}/clean/{split}.{src}-{tgt}.{tgt}"),
+        baseline=baseline_hypotheses(seeds=True),
     output:
         scores=report(
-            paths.seed_score_file(study=plan.study),
+            "results/{study}/seeds/{experiment}/{checkpoint}/{split}.json",
             category="Scores",
             subcategory="Over seeds",
             labels={
@@ -54,18 +53,17 @@ rule seed_scores:
             },
         ),
     log:
-        f"logs/seed_scores/{plan.study}/{{experiment}}/{{checkpoint}}/{{split}}.log",
+        "logs/seed_scores/{study}/{experiment}/{checkpoint}/{split}.log",
     wildcard_constraints:
         experiment=names_pattern(plan.runs.seeded_groups()),
     conda:
         "envs/aiayn.yaml"
     params:
-        runs=seed_runs,
-        seeds=run_seeds,
-        baseline=baseline_group,
-        target_lang=target_language,
-        test_set=experiment_test_set,
+        runs=lookup(dpath="{experiment}/seed_runs", within=runs),
+        seeds=lookup(dpath="{experiment}/train_seeds", within=runs),
+        baseline=lookup(dpath="{experiment}/baseline_group", within=runs),
+        target_lang=lookup(dpath="{experiment}/target_lang", within=runs),
+        test_set=lookup(dpath="{experiment}/splits/{split}", within=runs),
         resamples=config["report"]["bootstrap_resamples"],
-        code=code_version("seed_scores.py"),
     script:
         "../workflow_scripts/seed_scores.py"

@@ -4,11 +4,11 @@
 rule subword:
     """Train BPE on a shuffled sample of both sides of the cleaned training split."""
     input:
-        training_text,
+        of_dataset("data/{dataset}/clean/train.{src}-{tgt}.{lang}"),
     output:
-        model=paths.subword_file("model"),
-        vocab=paths.subword_file("vocab"),
-        record=paths.subword_file("json"),
+        model="data/{dataset}/spm/bpe.model",
+        vocab="data/{dataset}/spm/bpe.vocab",
+        record="data/{dataset}/spm/bpe.json",
     log:
         "logs/subword/{dataset}.log",
     benchmark:
@@ -17,7 +17,6 @@ rule subword:
         "envs/aiayn.yaml"
     threads: 8
     params:
-        settings=subword_settings,
-        code=code_version("subword.py"),
+        settings=lookup(dpath="datasets/{dataset}/subword", within=config),
     script:
         "../workflow_scripts/subword.py"

@@ -4,9 +4,16 @@
 rule train:
     """Train one experiment (resuming from its newest checkpoint when there is one)."""
     input:
-        unpack(trainer_data),
+        train_data=of_dataset(
+            "data/{dataset}/bin/train.{src}-{tgt}.{lang}", (".bin", ".idx")
+        ),
+        dev_data=of_dataset(
+            "data/{dataset}/bin/{dev_split}.{src}-{tgt}.{lang}", (".bin", ".idx")
+        ),
+        subword=of_dataset("data/{dataset}/spm/bpe.model"),  # its hash goes into the weights
+        dev_monitor=dev_monitor_inputs,
     output:
-        summary=paths.train_summary(),
+        summary="runs/{experiment}/train.json",
     log:
         "logs/train/{experiment}.log",
     benchmark:
@@ -18,13 +25,12 @@ rule train:
         # One allocation of `nodes` machines with `processes` GPUs each; the workflow profile
         # (profiles/default/) adds memory, run time and CPUs per GPU, the cluster profile
         # (profiles/slurm/) the partition.
-        nodes=train_nodes,
+        nodes=lookup(dpath="{experiment}/nodes", within=runs),
         gres=train_gres,
     params:
         spec=trainer_spec,
-        processes=train_processes,
-        nodes=train_nodes,
-        code=code_version("train.py"),
+        processes=lookup(dpath="{experiment}/processes", within=runs),
+        nodes=lookup(dpath="{experiment}/nodes", within=runs),
     script:
         "../workflow_scripts/train.py"
 
@@ -32,15 +38,14 @@ rule train:
 rule average:
     """Average the experiment's last `train.average_last` checkpoints (the paper: 5 base, 20 big)."""
     input:
-        summary=paths.train_summary(),
+        summary="runs/{experiment}/train.json",
     output:
-        model=paths.averaged_model(),
+        model="runs/{experiment}/averaged.safetensors",
     log:
         "logs/average/{experiment}.log",
     conda:
         "envs/aiayn.yaml"
     params:
-        last=averaged_checkpoints,
-        code=code_version("average.py"),
+        last=lookup(dpath="{experiment}/train/average_last", within=runs),
     script:
         "../workflow_scripts/average.py"

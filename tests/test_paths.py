@@ -48,8 +48,8 @@ def string_literals(path):
 
 
 def test_no_rule_script_or_module_spells_a_file_name_of_its_own():
-    """Rules and code name data, run and result files through aiayn.config.paths only, so a file name
-    changes in one place (the rules' logs/ and benchmarks/ follow Snakemake's own layout)."""
+    """The package names data, run and result files through aiayn.config.paths only, so a file
+    name changes in one place for the code (the rules spell theirs: see the next test)."""
     sources = [
         *(PROJECT / "src" / "aiayn").rglob("*.py"),
         *(PROJECT / "workflow_scripts").glob("*.py"),
@@ -61,9 +61,64 @@ def test_no_rule_script_or_module_spells_a_file_name_of_its_own():
         for line, text in string_literals(source):
             if PATH_LITERAL.match(text) or text in FILE_NAMES:
                 found.append(f"{source.relative_to(PROJECT)}:{line}: {text!r}")
-    rules = [PROJECT / "Snakefile", *(PROJECT / "rules").glob("*.smk")]
-    for source in rules:
-        for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1):
-            if re.search(r"""f?["'](data|runs|results)/""", line):
-                found.append(f"{source.relative_to(PROJECT)}:{number}: {line.strip()}")
     assert not found, "file names spelled outside aiayn.config.paths:\n" + "\n".join(found)
+
+
+# What the rules write that no code reads by name.
+RULES_OWN = {"results/{study}/complexity/table1.json"}
+
+
+def paths_patterns() -> set[str]:
+    """Every file pattern aiayn.config.paths gives the workflow, wildcards as the rules name them."""
+    found = {paths.split_record(stage) for stage in ("raw", "clean", "bin")}
+    found |= {
+        paths.split_text(stage, side)
+        for stage in ("raw", "clean", "bin")
+        for side in ("{src}", "{tgt}")
+    }
+    found |= {paths.subword_file(suffix) for suffix in ("model", "vocab", "json")}
+    found |= {paths.decode_output(suffix) for suffix in ("hyp", "json", "trees")}
+    tables = ("{table}", "table1")  # each as .md, .csv, .tex, and its detail as .md
+    found |= {
+        paths.table_file(table, suffix) for table in tables for suffix in ("md", "csv", "tex")
+    }
+    found |= {paths.table_file(f"{table}_detail") for table in tables}
+    found |= {
+        paths.figure_file(figure, suffix)
+        for figure in ("{figure}", "complexity")
+        for suffix in ("png", "pdf")
+    }
+    return found | {
+        paths.gold_trees(), paths.train_summary(), paths.averaged_model(), paths.attention_weights(),
+        paths.export_dir(), paths.score_file(), paths.seed_score_file(), paths.parse_baseline_file(),
+        paths.run_record(),
+    }  # fmt: skip
+
+
+def rules_patterns() -> dict[str, str]:
+    """Every data, run and result file pattern the Snakefile and the rules spell, as
+    aiayn.config.paths would: `{lang}` as each side, a fixed or a run's split as `{split}`, an
+    f-string's study as `{study}`; each with where it is."""
+    found = {}
+    for source in [PROJECT / "Snakefile", *sorted((PROJECT / "rules").glob("*.smk"))]:
+        for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1):
+            for f, pattern in re.findall(r'(f?)"((?:data|runs|results)/[^"]*)"', line):
+                if f:
+                    pattern = pattern.replace("{plan.study}", "{study}").replace("{{", "{")
+                    pattern = pattern.replace("}}", "}")
+                if pattern.startswith("data/"):
+                    pattern = re.sub(r"/(train|\{dev_split\})\.", "/{split}.", pattern)
+                for side in ("{src}", "{tgt}"):
+                    found[pattern.replace("{lang}", side)] = f"{source.name}:{number}"
+    return found
+
+
+def test_the_rules_spell_aiayn_config_paths_patterns():
+    """A rule's files are readable in the rule, and each is the pattern by which the package
+    finds the same file: a typo on either side fails here, not in a user's run."""
+    spelled = rules_patterns()
+    strays = {p: at for p, at in spelled.items() if p not in paths_patterns() | RULES_OWN}
+    assert not strays, f"rules' patterns that aiayn.config.paths does not give: {strays}"
+    assert paths_patterns() <= set(spelled), paths_patterns() - set(spelled)
+    assert not RULES_OWN & {text for src in PROJECT.glob("src/aiayn/**/*.py")
+                            for _, text in string_literals(src)}  # fmt: skip

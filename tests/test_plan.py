@@ -57,6 +57,32 @@ def test_each_experiment_scores_averaged_dev_and_test_and_the_last_checkpoint_on
     assert plan.runs.baseline_of("tiny_one_head") == plan.runs.baseline_of("tiny") == "tiny"
 
 
+def test_the_rules_sheet_has_a_row_per_run_that_says_what_the_plan_says(with_parser):
+    """The rules look a run's settings up in `runs.sheet()` (`lookup(dpath=...)`): each row holds
+    the run's entry and what the plan says of its dataset, baseline and seeds."""
+    config = copy.deepcopy(with_parser)
+    config["experiments"]["tiny_one_head"]["seeds"] = 3
+    plan = Plan(config)
+    sheet = plan.runs.sheet()
+    assert list(sheet) == plan.runs.names() and "tiny_one_head.seed3" in sheet
+    for name, row in sheet.items():
+        entry, data = plan.runs.entry(name), plan.data.entry(plan.runs.dataset(name))
+        assert {key: row[key] for key in entry} == entry
+        assert row["splits"] == data["splits"] and row["target_lang"] == data["langs"][1]
+        assert row["linearization"] == data.get("linearization")
+        assert row["seed_runs"] == plan.runs.seeds_of(name)
+        seeds = [plan.runs.entry(run)["train"]["seed"] for run in row["seed_runs"]]
+        assert row["train_seeds"] == seeds
+        if name in plan.runs.translators():
+            assert row["baseline"] == plan.runs.baseline_of(name)
+            assert row["baseline_group"] == plan.runs.baseline_group(name)
+        else:
+            assert "baseline" not in row  # a parser is tested against nothing
+    first = sheet["tiny_one_head"]["train"]["seed"]
+    assert sheet["tiny_one_head"]["train_seeds"] == [first, first + 1, first + 2]
+    assert any(row["linearization"] for row in sheet.values())
+
+
 @pytest.mark.parametrize("sentences", [[], ["One sentence ."], ["One .", "Two .", "Three ."]])
 def test_the_attention_figures_follow_the_sentences_and_none_are_asked_without_any(
     default, sentences

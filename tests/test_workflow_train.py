@@ -402,7 +402,7 @@ def test_a_decoding_setting_reruns_decode_score_and_report_but_not_training(defa
     )
     others = mtimes(default_run, "runs/tiny_*/decode/*/*")
     plan = run_snakemake(default_run, "-n").stdout
-    assert "rule decode:" in plan and "rule score:" in plan and "wildcards: table=table2" in plan
+    assert "rule decode:" in plan and "rule score:" in plan and "table=table2" in plan
     assert "rule train:" not in plan and "rule average:" not in plan
     run_snakemake(default_run)
     assert (

@@ -2,8 +2,9 @@
 to the keys and values cached at the earlier steps instead of recomputing the whole prefix.
 
 One idea, apart from the model's layers: the cache of keys and values and the decoder step
-over it, which only decoding runs. Each rule reruns when a module it imports changes (rules/
-common.smk's code_version), so training, which does not import this, is not rerun by it.
+over it, which only decoding runs. Each rule reruns when a module it imports changes (its
+`code` param: aiayn.config.versions.code_version), so training, which does not import this, is
+not rerun by it.
 """
 
 from __future__ import annotations

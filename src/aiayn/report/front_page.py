@@ -4,6 +4,8 @@ made it, and where its tables, figures and scores are, read from results/<study>
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
 from aiayn.config import paths
@@ -37,3 +39,28 @@ def front_page(study: str, experiments: list[str], root: Path) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def front_page_file(study: str, experiments: list[str], root: Path, write: bool, warn) -> str:
+    """The page's path. It is kept where Snakemake keeps its own state,
+    written (only when it changed) when `write` (the main process; its jobs only name it).
+    Where that folder is a colleague's that this user cannot write (umask 077 on a shared
+    folder), the page goes to this user's temporary folder instead, with a `warn`ing: a dry
+    run or a run must not die of the report's front page."""
+    page = Path(root) / ".snakemake" / "aiayn" / f"report_{study}.rst"
+    if not write:
+        return str(page)
+    text = front_page(study, experiments, Path(root))
+    try:
+        if not page.is_file() or page.read_text(encoding="utf-8") != text:
+            page.parent.mkdir(parents=True, exist_ok=True)
+            page.write_text(text, encoding="utf-8")
+    except OSError as err:
+        fallback = Path(tempfile.gettempdir()) / f"aiayn-{os.getuid()}-report_{study}.rst"
+        fallback.write_text(text, encoding="utf-8")
+        warn(
+            f"the report's front page cannot be written to {page} ({err.strerror}); it is "
+            f"{fallback} instead (make {page.parent} writable for you to keep it there)"
+        )
+        return str(fallback)
+    return str(page)

@@ -201,6 +201,32 @@ def by_name(score_paths: list[str], folder: Path) -> dict:
     }
 
 
+def record_study(output: str, log: str, plan, root: Path, **invocation) -> None:
+    """Rule run_record's job: the record of the study of `plan` (aiayn.config.plan.Plan), and a
+    line in its log. `invocation`: configfiles, left_out and config_overrides, which only the
+    workflow knows."""
+    from aiayn.config.versions import study_versions  # it imports the plan, which imports paths
+
+    runs = plan.runs
+    record = write_run_record(
+        output,
+        study=plan.study,
+        root=root,
+        experiments={
+            name: (paths.train_summary(name), runs.decode_settings(name)) for name in runs.names()
+        },
+        scores=plan.outputs.score_files(),
+        seed_scores=plan.outputs.seed_score_files(),
+        versions=study_versions(plan, root),
+        **invocation,
+    )
+    Path(log).write_text(
+        f"{output}: {len(record['experiments'])} experiments, {len(record['scores'])} "
+        f"scores, commit {record['commit']}\n",
+        encoding="utf-8",
+    )
+
+
 def write_run_record(output: str, **fields) -> dict:
     """Write the record next to the study's results, atomically (never a half-written file)."""
     record = run_record(**fields)

@@ -1,7 +1,8 @@
 """What a validated config asks the workflow for, read from the config in one place.
 
-The Snakefile builds one `Plan` from its config; the rules and their input functions
-(rules/common.smk) ask its four parts, one per concern:
+The Snakefile builds one `Plan` from its config; the rules, their input functions
+(rules/common.smk) and their look-ups (`lookup(within=runs)`: `RunPlan.sheet`) ask its four
+parts, one per concern:
 - `plan.data`: datasets, their splits and the prepared (BPE, binarized) files;
 - `plan.runs`: the training runs (experiments and their seeds), their settings and baselines;
 - `plan.outputs`: the files the runs make: models, translations, scores;

@@ -49,6 +49,25 @@ class RunPlan:
             entry["train"] = {**entry["train"], "seed": entry["train"]["seed"] + index - 1}
         return entry
 
+    def sheet(self) -> dict[str, dict]:
+        """One row per run, what the rules look up (`lookup(dpath="{experiment}/nodes",
+        within=runs)`): the run's settings (`entry`), what it needs of its dataset, and for a
+        translation its baseline and, for an experiment, its seeds' runs and `train_seeds`."""
+        translating = self.translators()
+        rows = {}
+        for name in self.names():
+            entry = self.entry(name)
+            data = self.data.entry(entry["dataset"])
+            row = {**entry, "splits": data["splits"], "target_lang": data["langs"][1]}
+            row["linearization"] = data.get("linearization")
+            if name in translating:
+                row["baseline"] = self.baseline_of(name)
+                row["baseline_group"] = self.baseline_group(name)
+            row["seed_runs"] = self.seeds_of(name)
+            row["train_seeds"] = [self.entry(run)["train"]["seed"] for run in row["seed_runs"]]
+            rows[name] = row
+        return rows
+
     def dataset(self, name: str) -> str:
         """The name of the dataset a run trains and is scored on."""
         return self.entry(name)["dataset"]
