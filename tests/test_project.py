@@ -515,18 +515,20 @@ def test_readme_quotes_the_committed_multi30k_run():
     assert f"{experiment['train_seconds']:.0f} s a seed" in row and "3 seeds" in row, row
 
 
-def test_the_results_page_quotes_each_kernel_rerun_it_keeps():
-    """docs/reruns/ holds `aiayn results --compare`'s output of the reruns under other kernels
-    (#75); docs/results.md links each, says how many figures reproduced as its file does, and
+def test_the_reruns_index_quotes_each_kernel_rerun_it_keeps():
+    """docs/reruns/ holds `aiayn results --compare`'s output of the reruns under other kernels;
+    its README links each, in a row that says how many figures reproduced as its file does, and
     quotes each headline score (sacreBLEU, a parser's F1) that differs, or else the largest
-    difference in it."""
-    page = doc("results.md")
+    difference in it; docs/results.md links the index."""
+    assert "(reruns/README.md)" in doc("results.md")
+    index = doc("reruns/README.md")
     reruns = sorted((DOCS / "reruns").glob("*.txt"))
     assert reruns
     verdict = re.compile(r"^results/\w+: (\d+) figures against git's HEAD: (\d+) reproduced", re.M)
     for rerun in reruns:
         text = rerun.read_text(encoding="utf-8")
-        assert f"(reruns/{rerun.name})" in page, rerun.name
+        page = next((row for row in index.splitlines() if f"]({rerun.name})" in row), "")
+        assert page, f"docs/reruns/README.md has no row for {rerun.name}"
         total, reproduced = verdict.search(text).groups()
         said = f"all {total} figures" if total == reproduced else f"{reproduced} of {total}"
         assert said in page, (rerun.name, said)
