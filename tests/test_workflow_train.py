@@ -394,6 +394,42 @@ def test_aiayn_translate_writes_through_a_device_or_link_and_warns_of_long_lines
     assert "sentence(s) longer than decode.max_source_tokens 1024 are cut" in result.stderr
 
 
+@pytest.mark.parametrize(
+    "command, number",
+    [
+        (("translate", "-e", "tiny", "-i", "many.en"), signal.SIGINT),  # Ctrl-C
+        (("translate", "-e", "tiny", "-i", "many.en"), signal.SIGTERM),  # a scheduler's stop
+        (("translate", "-e", "tiny", "-i", "many.en"), signal.SIGHUP),  # its terminal closed
+        (("export", "-e", "tiny", "--format", "hf"), signal.SIGTERM),  # a folder being written
+    ],
+)
+def test_a_signal_at_a_long_command_stops_it_in_a_line_and_leaves_no_file(
+    default_run, tmp_path, command, number
+):
+    """A signal sent once the command has begun its work (the line it logs as it begins: an
+    event, not a delay): exit 128 + the signal, one line naming it and no traceback, and
+    nothing at --output, not even a temporary file beside it."""
+    begun = {"translate": " lines, DecodeSettings(", "export": ": writing the hf model"}
+    lines = (default_run / "data/toy/clean/test.en-de.en").read_text().splitlines()
+    (default_run / "many.en").write_text("\n".join(lines * 20) + "\n")
+    output = tmp_path / "out"
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "aiayn"), *command, "-o", str(output)],
+        cwd=default_run, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    said = []
+    for line in process.stderr:
+        said.append(line)
+        if begun[command[0]] in line:
+            break
+    process.send_signal(number)
+    said.append(process.stderr.read())
+    said = "".join(said)
+    assert process.wait() == 128 + number, said[-2000:]
+    assert f"stopped by {number.name} before it finished" in said and "Traceback" not in said
+    assert list(tmp_path.iterdir()) == [], said[-2000:]
+
+
 def test_a_decoding_setting_reruns_decode_score_and_report_but_not_training(default_run):
     # experiment tiny only
     edit_config(default_run, lambda c: c["experiments"]["tiny"].update(decode={"alpha": 1.0}))

@@ -28,6 +28,7 @@ import logging
 import os
 import re
 import shlex
+import signal
 import sys
 import tempfile
 from dataclasses import asdict, replace
@@ -142,15 +143,36 @@ def add_config_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--workdir", type=Path, default=Path("."), help="the workflow's folder")
 
 
+class Stopped(KeyboardInterrupt):
+    """A signal that asks the command to stop (SIGTERM, SIGHUP), raised where the command is,
+    as Ctrl-C's KeyboardInterrupt is, so that every output being written is cleaned away."""
+
+    def __init__(self, number: int):
+        super().__init__(number)
+        self.signal = signal.Signals(number)
+
+
+def stop(number: int, _frame) -> None:
+    raise Stopped(number)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     setup_logging()
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, stop)
     try:
         commands = {"config": run_config, "results": run_results, "translate": run_translate,
                     "lengths": run_lengths, "export": run_export}  # fmt: skip
         code = commands[args.command](args)
         sys.stdout.flush()  # a reader gone (a closed pipe) is found here, not at exit
         return code
+    except KeyboardInterrupt as err:  # Ctrl-C, or the signals `stop` turns into one
+        number = err.signal if isinstance(err, Stopped) else signal.SIGINT
+        log.error("%s: stopped by %s before it finished; no file is left half-written "
+                  "(each is written whole or not at all): run it again", args.command,
+                  number.name)  # fmt: skip
+        return 128 + number
     except InputError as err:
         log.error("%s", err)
         return 1
@@ -577,6 +599,7 @@ def run_export(args: argparse.Namespace) -> int:
     from aiayn.export.bundle import export
 
     found = locate(args)
+    log.info("%s: writing the %s model of %s", args.output, args.format, found.model)
     record = export(found.model, found.subword, found.settings, args.output, args.format,
                     args.quantization, found.entry["name"])  # fmt: skip
     log.info("%s: %s model of %s (step %s)", args.output, args.format, found.model, record["step"])
