@@ -303,3 +303,35 @@ def test_ruff_format_of_a_module_mangled_by_hand_keeps_its_version(tmp_path):
     assert mangled != original
     assert meaning_version(mangled) == meaning_version(original)
     assert meaning_version(module.read_text()) == meaning_version(original)
+
+
+def parsed_rules(tmp_path: Path) -> dict[str, tuple[str | None, str | None]]:
+    """Each rule as Snakemake parsed the workflow: its script and its `code` param."""
+    wrapper = tmp_path / "Snakefile"
+    wrapper.write_text(
+        f'include: "{PROJECT / "Snakefile"}"\n'
+        "import json\n"
+        'print("RULES", json.dumps({r.name: [r.script, dict(r.params.items()).get("code")] '
+        "for r in workflow.rules}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(wrapper), "--list-rules"],
+        cwd=PROJECT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(line for line in result.stdout.splitlines() if line.startswith("RULES "))
+    return {name: tuple(value) for name, value in json.loads(line[6:]).items()}
+
+
+def test_every_rule_that_runs_a_script_has_its_code_version_as_its_code_param(tmp_path):
+    """The Snakefile gives each rule that runs a workflow script the version of what the script
+    and the modules it imports do: none is left out of the rerun trigger, a new rule included."""
+    from aiayn.config.versions import code_version
+
+    rules = parsed_rules(tmp_path)
+    scripted = {name: script for name, (script, _) in rules.items() if script}
+    assert {"download", "train", "average", "decode", "score", "table", "export"} <= set(scripted)
+    for name, script in scripted.items():
+        expected = code_version(PROJECT / "workflow_scripts" / Path(script).name, PROJECT)
+        assert rules[name][1] == expected, name
+    assert {name for name in rules if name not in scripted} == {"all", "run_record"}
