@@ -416,6 +416,8 @@ def test_a_signal_at_a_long_command_stops_it_in_a_line_and_leaves_no_file(
     process = subprocess.Popen(
         [str(Path(sys.executable).parent / "aiayn"), *command, "-o", str(output)],
         cwd=default_run, stderr=subprocess.PIPE, text=True,
+        # as a terminal starts it: pytest-xdist's workers ignore SIGINT, and children inherit that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     said = []
     for line in process.stderr:
