@@ -135,6 +135,57 @@ def test_a_study_that_reproduced_in_full_is_called_so_at_the_stated_level(
     assert 0.01 <= rate <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / trials), rate
 
 
+def seeded_record(means: dict[str, float], sds: dict[str, float], seeds: int, rng) -> dict:
+    """A study's record: each experiment's test sacreBLEU per seed, drawn around its mean."""
+    scores = {}
+    for name, mean in means.items():
+        for k, value in enumerate(rng.normal(mean, sds[name], seeds), 1):
+            run = name if k == 1 else f"{name}.seed{k}"
+            scores[f"{run}/averaged/test"] = {"sacrebleu": float(value)}
+    return {"scores": scores, "experiments": {}}
+
+
+def false_and_caught(sds: dict[str, float], seeds: int, trials: int, shift: float):
+    """Over simulated reruns of one study (its experiments' sds over `seeds` seeds): how often
+    one that moved nothing gets a differing mean, and one whose first experiment moved by
+    `shift` is caught."""
+    rng = np.random.default_rng(75)
+    means = dict.fromkeys(sds, 30.0)
+    moved = {**means, next(iter(sds)): 30.0 + shift}
+    false_calls = caught = 0
+    for _ in range(trials):
+        committed = seeded_record(means, sds, seeds, rng)
+        same, other = (seeded_record(m, sds, seeds, rng) for m in (means, moved))
+        false_calls += any(not v.reproduced for v in compare.compare_means(same, committed))
+        caught += any(not v.reproduced for v in compare.compare_means(other, committed))
+    return false_calls / trials, caught / trials
+
+
+@pytest.mark.parametrize(("sds", "seeds"), [({"a": 0.4, "b": 0.15, "c": 0.6, "d": 0.3}, 5),
+                                            ({"a": 0.37}, 3)])  # fmt: skip
+def test_seed_means_keep_the_level_and_catch_a_2_bleu_shift_of_one_experiment(sds, seeds):
+    """The verdict of a study of seeds rests on its seed means, each with its own band (spreads
+    differ by experiment, as the toy seed study's do): a rerun that moved nothing is called
+    differing in at most 5% of studies, and one experiment moved by 2 BLEU is caught in at
+    least 90%."""
+    trials = 600
+    false_rate, power = false_and_caught(sds, seeds, trials, shift=2.0)
+    assert false_rate <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / trials), false_rate
+    assert power >= 0.9, power
+
+
+def test_each_experiment_has_the_band_its_own_seeds_give():
+    """A steady experiment is held to a narrow band and a noisy one to a wide one; a figure of
+    one seed has no mean to compare."""
+    rng = np.random.default_rng(3)
+    sds = {"steady": 0.1, "noisy": 1.0}
+    committed, here = (seeded_record(dict.fromkeys(sds, 30.0), sds, 5, rng) for _ in range(2))
+    bands = {v.name.split("/")[0]: v.band for v in compare.compare_means(here, committed)}
+    assert bands["steady"] < 0.5 < 2.0 < bands["noisy"], bands
+    single = seeded_record({"alone": 30.0}, {"alone": 1.0}, 1, rng)
+    assert compare.compare_means(single, single) == []
+
+
 # each committed study with a tolerance: the study whose seeds it is derived from, its config
 DERIVED_FROM = {
     "toy": ("toy_seeds", "config.yaml"),
@@ -354,3 +405,33 @@ def test_a_rerun_that_loses_reverses_or_adds_a_marked_conclusion_is_not_reproduc
         "    table3: tiny_one_head below tiny, marked here: not marked in the committed study\n"
         in out
     )
+
+
+def test_a_seeded_study_is_judged_by_its_seed_means_and_each_seed_is_information(tmp_path, capsys):
+    """Multi30k's three seeds: two seeds moved apart beyond their own tolerance leave the mean
+    where it was (reproduced, exit 0, the seeds listed as differing information); every seed
+    moved by 1.5 BLEU, each within its 4.5, moves the mean beyond its band (exit 1)."""
+    committed_checkout(tmp_path)
+    path = tmp_path / "results/multi30k/run.json"
+    committed = json.loads(path.read_text())
+    test = "averaged/test_2016_flickr"
+    runs = ["multi30k_small", "multi30k_small.seed2", "multi30k_small.seed3"]
+
+    def rerun(shifts: list[float]) -> tuple[int, str]:
+        record = json.loads(json.dumps(committed))
+        for run, shift in zip(runs, shifts, strict=True):
+            record["scores"][f"{run}/{test}"]["sacrebleu"] += shift
+        path.write_text(json.dumps(record, indent=2))
+        code = main(["results", "--compare", "--workdir", str(tmp_path)])
+        out = capsys.readouterr().out
+        return code, out.split("results/multi30k: ", 1)[1].split("\nresults/", 1)[0]
+
+    code, out = rerun([4.6, -4.6, 0.0])
+    assert code == 0, out
+    assert f"multi30k_small/{test} sacrebleu, mean of 3 and 3 seeds: reproduced" in out
+    assert "each seed's figures, as information: 46 of 48 within their own tolerance" in out
+    assert f"    multi30k_small/{test} sacrebleu: differs" in out
+    code, out = rerun([1.5, 1.5, 1.5])
+    assert code == 1, out
+    assert f"multi30k_small/{test} sacrebleu, mean of 3 and 3 seeds: differs" in out
+    assert "each seed's figures, as information: 48 of 48 within their own tolerance" in out

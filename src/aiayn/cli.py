@@ -382,14 +382,25 @@ def compare_study(root: Path, where: Path, present: bool) -> int:
                          "its figures follow as information only\n")  # fmt: skip
         code = compare.NOT_A_RERUN
     verdicts = compare.compare(here, committed, config["reproduction"])
-    failed = [verdict for verdict in verdicts if not verdict.reproduced]
+    means = compare.compare_means(here, committed)
+    # a study of seeds claims its seed means (and the data it scored); its seeds' own figures
+    # are information, each beside its own tolerance
+    decisive = [*means, *(v for v in verdicts if v.kind == "data")] if means else verdicts
+    failed = [verdict for verdict in decisive if not verdict.reproduced]
     code = max(code, int(bool(failed)))
-    summary = f"{len(verdicts) - len(failed)} reproduced, {len(failed)} differ"
+    summary = f"{len(decisive) - len(failed)} reproduced, {len(failed)} differ"
     if here == committed:
         summary += " (the committed record itself: nothing rerun since)"
-    sys.stdout.write(f"{where}: {len(verdicts)} figures against git's HEAD: {summary}\n")
-    for verdict in verdicts:
+    kind = "seed means and data figures" if means else "figures"
+    sys.stdout.write(f"{where}: {len(decisive)} {kind} against git's HEAD: {summary}\n")
+    for verdict in means:
         sys.stdout.write(f"  {verdict.line()}\n")
+    if means:
+        within = sum(verdict.reproduced for verdict in verdicts)
+        sys.stdout.write(f"  each seed's figures, as information: {within} of {len(verdicts)} "
+                         "within their own tolerance\n")  # fmt: skip
+    for verdict in verdicts:
+        sys.stdout.write(f"{'    ' if means else '  '}{verdict.line()}\n")
     largest = compare.largest_differences(verdicts)
     if largest and here != committed:  # how close the rerun came, beside each tolerance
         sys.stdout.write(f"  largest differences: {'; '.join(largest)}\n")

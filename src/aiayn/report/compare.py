@@ -342,6 +342,88 @@ def derived_tolerances(seeded: dict, compared: dict) -> dict[str, float]:
     }
 
 
+def seed_figures(record: dict) -> dict[str, tuple[str, list[float]]]:
+    """Each experiment's figures over its seeds, for the experiments of two or more: name
+    (`<experiment>/<checkpoint>/<split> <field>`, `<experiment> dev_ppl`) -> (kind, the seeds'
+    values in the record's order)."""
+    found: dict[str, tuple[str, list[float]]] = {}
+    for key, score in record.get("scores", {}).items():  # "<run>/<checkpoint>/<split>"
+        run, _, figure = key.partition("/")
+        for field, kind in SCORE_FIGURES.items():
+            if isinstance(score.get(field), int | float):
+                name = f"{experiment_of(run)}/{figure} {field}"
+                found.setdefault(name, (kind, []))[1].append(float(score[field]))
+    for run, experiment in record.get("experiments", {}).items():
+        if isinstance(experiment.get("dev_ppl"), int | float):
+            name = f"{experiment_of(run)} dev_ppl"
+            found.setdefault(name, ("perplexity", []))[1].append(float(experiment["dev_ppl"]))
+    return {name: value for name, value in found.items() if len(value[1]) > 1}
+
+
+@dataclass(frozen=True)
+class MeanVerdict:
+    """An experiment's figure over its seeds, here and committed, and the band its mean may move
+    by: the two-sample t-test of equal means at the study's level (Bonferroni over its
+    comparisons), the sd pooled from both records' seeds. For perplexity, relative to the
+    committed mean."""
+
+    name: str
+    kind: str
+    here: tuple[float, ...]
+    committed: tuple[float, ...]
+    band: float
+
+    @property
+    def difference(self) -> float:
+        here, committed = statistics.fmean(self.here), statistics.fmean(self.committed)
+        difference = abs(here - committed)
+        return difference / abs(committed) if self.kind == "perplexity" else difference
+
+    @property
+    def reproduced(self) -> bool:
+        return self.difference <= self.band + 1e-9
+
+    def line(self) -> str:
+        here, committed = statistics.fmean(self.here), statistics.fmean(self.committed)
+        band = f"{self.band:.1%}" if self.kind == "perplexity" else f"{self.band:.2f}"
+        return (f"{self.name}, mean of {len(self.here)} and {len(self.committed)} seeds: "
+                f"{'reproduced' if self.reproduced else 'differs'}: {here:.4g} here, "
+                f"{committed:.4g} committed (band {band})")  # fmt: skip
+
+
+def mean_band(here: list[float], committed: list[float], comparisons: int, level=0.05) -> float:
+    """How far two means of seeds may differ when both come from one setting: Student's t at
+    `level` over `comparisons` (two-sided, Bonferroni) on n1 + n2 - 2 degrees of freedom, times
+    the pooled sd and sqrt(1/n1 + 1/n2)."""
+    from scipy.stats import t
+
+    freedom = len(here) + len(committed) - 2
+    squares = sum((len(v) - 1) * statistics.variance(v) for v in (here, committed) if len(v) > 1)
+    pooled = math.sqrt(squares / freedom)
+    quantile = float(t.ppf(1 - level / (2 * comparisons), freedom))
+    return quantile * pooled * math.sqrt(1 / len(here) + 1 / len(committed))
+
+
+def compare_means(here: dict, committed: dict, level: float = 0.05) -> list[MeanVerdict]:
+    """Each figure over seeds that both records hold, with its verdict: what a study trained with
+    seeds claims is its seed means, so they decide whether it reproduced (a score's sacreBLEU,
+    paper BLEU and chrF count once in the comparisons: they measure the same translations)."""
+    ours, theirs = seed_figures(here), seed_figures(committed)
+    shared = sorted(ours.keys() & theirs.keys())
+    comparisons = len({name.rsplit(" ", 1)[0] for name in shared})
+    verdicts = []
+    for name in shared:
+        kind, values = ours[name]
+        committed_values = theirs[name][1]
+        if kind == "perplexity":  # relative to the committed mean, as the figure's tolerance
+            scale = statistics.fmean(committed_values)
+            values = [v / scale for v in values]
+            committed_values = [v / scale for v in committed_values]
+        band = mean_band(values, committed_values, comparisons, level)
+        verdicts.append(MeanVerdict(name, kind, tuple(ours[name][1]), tuple(theirs[name][1]), band))
+    return verdicts
+
+
 # The tables whose marks are a study's conclusions, and the figure each marks
 MARKED_TABLES = {"table2": "sacreBLEU", "table3": "dev sacreBLEU"}
 
