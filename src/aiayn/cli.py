@@ -143,36 +143,52 @@ def add_config_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--workdir", type=Path, default=Path("."), help="the workflow's folder")
 
 
-class Stopped(KeyboardInterrupt):
-    """A signal that asks the command to stop (SIGTERM, SIGHUP), raised where the command is,
-    as Ctrl-C's KeyboardInterrupt is, so that every output being written is cleaned away."""
+RECEIVED: list[signal.Signals] = []  # the stop signals this process was sent
 
-    def __init__(self, number: int):
-        super().__init__(number)
-        self.signal = signal.Signals(number)
+
+class Stopped(KeyboardInterrupt):
+    """A signal that asks the command to stop (SIGINT, SIGTERM, SIGHUP), raised where the
+    command is, so that every output being written is cleaned away."""
 
 
 def stop(number: int, _frame) -> None:
+    """Remember the signal, then stop: native code (safetensors, say) may turn the exception
+    into one of its own, and the remembered signal still names why the command stopped."""
+    RECEIVED.append(signal.Signals(number))
     raise Stopped(number)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     setup_logging()
-    for number in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(number, stop)
+    stops = [signal.SIGTERM, signal.SIGHUP]
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored (`&`)
+        stops.append(signal.SIGINT)
+    before = {number: signal.signal(number, stop) for number in stops}
+    try:
+        code = run_command(args)
+    except BaseException:
+        if not RECEIVED:
+            raise
+    finally:  # a caller in this process (a test, a script) keeps its own handlers
+        for number, handler in before.items():
+            signal.signal(number, handler)
+    if RECEIVED:
+        log.error("%s: stopped by %s before it finished; no file is left half-written "
+                  "(each is written whole or not at all): run it again", args.command,
+                  RECEIVED[0].name)  # fmt: skip
+        return 128 + RECEIVED[0]
+    return code
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """The command `args` names; a refusal as one line and exit 1, never a traceback."""
     try:
         commands = {"config": run_config, "results": run_results, "translate": run_translate,
                     "lengths": run_lengths, "export": run_export}  # fmt: skip
         code = commands[args.command](args)
         sys.stdout.flush()  # a reader gone (a closed pipe) is found here, not at exit
         return code
-    except KeyboardInterrupt as err:  # Ctrl-C, or the signals `stop` turns into one
-        number = err.signal if isinstance(err, Stopped) else signal.SIGINT
-        log.error("%s: stopped by %s before it finished; no file is left half-written "
-                  "(each is written whole or not at all): run it again", args.command,
-                  number.name)  # fmt: skip
-        return 128 + number
     except InputError as err:
         log.error("%s", err)
         return 1
