@@ -305,26 +305,14 @@ def seed_spreads(record: dict) -> dict[str, list[tuple[float, int]]]:
         for entry in record.get("seed_scores", {}).values()
         if entry.get("sacrebleu_sd") is not None
     ]
-    per_seed: dict[str, dict[str, list[float]]] = {"chrf": {}, "f1": {}}
-    for key, score in record.get("scores", {}).items():  # "<run>/<checkpoint>/<split>"
-        run, _, figure = key.partition("/")
-        for field, values in per_seed.items():
-            if isinstance(score.get(field), int | float):
-                values.setdefault(f"{experiment_of(run)}/{figure}", []).append(score[field])
-    perplexities: dict[str, list[float]] = {}
-    for name, experiment in record.get("experiments", {}).items():
-        if isinstance(experiment.get("dev_ppl"), int | float):
-            perplexities.setdefault(experiment_of(name), []).append(experiment["dev_ppl"])
-    relative = [
-        (statistics.stdev(values) / statistics.fmean(values), len(values))
-        for values in perplexities.values()
-        if len(values) > 1
-    ]
-    spreads = {
-        field: [(statistics.stdev(v), len(v)) for v in values.values() if len(v) > 1]
-        for field, values in per_seed.items()
-    }
-    return {"bleu": bleu, **spreads, "perplexity": relative}
+    grouped = seed_figures(record)
+
+    def spreads(kind: str) -> list[tuple[float, int]]:
+        relative = kind == "perplexity"  # as its tolerance: a fraction of the mean
+        return [(statistics.stdev(v) / (statistics.fmean(v) if relative else 1), len(v))
+                for found, v in grouped.values() if found == kind]  # fmt: skip
+
+    return {"bleu": bleu, **{kind: spreads(kind) for kind in ("chrf", "f1", "perplexity")}}
 
 
 def derived_tolerances(seeded: dict, compared: dict) -> dict[str, float]:
