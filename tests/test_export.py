@@ -12,6 +12,7 @@ import json
 import os
 import re
 import stat
+import tempfile
 import threading
 from pathlib import Path
 
@@ -179,6 +180,45 @@ def test_an_export_is_written_whole_and_replaces_only_an_earlier_export(tmp_path
         bundle.export(weights, subword, DecodeSettings(), output, "ct2", None, "toy")
     assert (output / "notes.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2", "mine"]
+
+
+WRITTEN = ["aiayn_export.json", "model.bin", "sentencepiece.model", "shared_vocabulary.json"]
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=12,
+)
+RECORDS = st.one_of(
+    st.binary(max_size=120),  # foreign, or not UTF-8
+    JSON.map(lambda value: json.dumps(value).encode()),  # JSON of any shape
+    JSON.map(lambda files: json.dumps({"format": "ct2", "files": files}).encode()),
+    st.integers(0, 200).map(lambda n: json.dumps({"files": WRITTEN}).encode()[:n]),  # cut short
+    st.just(json.dumps({"format": "ct2", "files": WRITTEN}).encode()),  # a whole one
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(record=RECORDS, beside=st.lists(st.sampled_from([*WRITTEN[1:], "notes.txt"]), max_size=3))
+def test_an_earlier_exports_record_lets_an_export_replace_only_what_it_lists(record, beside):
+    """What an earlier export's record says decides what replacing its folder may delete: any
+    record (damaged, foreign, of any JSON shape) either lists every file there, or the export
+    is refused in one line naming the folder, and nothing is touched."""
+    with tempfile.TemporaryDirectory() as folder:
+        output = Path(folder, "ct2")
+        output.mkdir()
+        (output / bundle.RECORD).write_bytes(record)
+        for name in beside:
+            (output / name).write_text("mine")
+        before = sorted(os.listdir(output))
+        try:
+            bundle.check_destination(output)
+        except InputError as err:
+            assert str(output) in str(err) and len(str(err).splitlines()) == 1, str(err)
+            reasons = ("does not list the files an export wrote", "other files beside it")
+            assert any(reason in str(err) for reason in reasons), str(err)
+            assert sorted(os.listdir(output)) == before
+            return
+        assert set(before) <= set(json.loads(record)["files"])
 
 
 def test_an_export_folder_and_its_files_follow_the_umask(tmp_path, toy_bundle):

@@ -140,20 +140,41 @@ def check_quantization(quantization: str) -> None:
 
 def check_destination(output: Path) -> None:
     """An export replaces an earlier export only: never a file, nor a folder of other things,
-    nor files someone put beside an earlier export's (its record lists what it wrote)."""
+    nor files someone put beside an earlier export's. It may delete only what the earlier
+    export's record lists as written; a record that lists nothing readable protects the folder."""
     if output.is_file() or (output.exists() and not output.is_dir()):
         raise InputError(f"--output {output} is a file: give a folder to write the model into")
-    if output.is_dir() and any(output.iterdir()) and not (output / RECORD).is_file():
+    try:
+        present = sorted(path.name for path in output.iterdir()) if output.is_dir() else []
+    except OSError as err:
+        raise InputError(f"--output {output} cannot be read ({err.strerror})") from None
+    if not present:
+        return
+    others = [name for name in present if name not in earlier_export_files(output)]
+    if others:
+        raise InputError(
+            f"--output {output} is an earlier export with other files beside it "
+            f"({', '.join(others)}), which replacing it would delete: move them out, or "
+            "give another folder"
+        )
+
+
+def earlier_export_files(output: Path) -> set[str]:
+    """The files the export in `output` says it wrote: its record's `files`."""
+    record = output / RECORD
+    if not record.is_file():
         raise InputError(
             f"--output {output} holds files that are not an earlier export (no {RECORD}): "
             "give a new or empty folder"
         )
-    if (output / RECORD).is_file():
-        written = json.loads((output / RECORD).read_text(encoding="utf-8")).get("files")
-        others = sorted(set(path.name for path in output.iterdir()) - set(written or []))
-        if written is not None and others:
-            raise InputError(
-                f"--output {output} is an earlier export with other files beside it "
-                f"({', '.join(others)}), which replacing it would delete: move them out, or "
-                "give another folder"
-            )
+    try:
+        files = json.loads(record.read_text(encoding="utf-8"))["files"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        files = None
+    if not isinstance(files, list) or not all(isinstance(name, str) for name in files):
+        raise InputError(
+            f"--output {output}: its {RECORD} does not list the files an export wrote "
+            "(damaged, or written by an older aiayn), so replacing the folder could delete "
+            "files of yours: move the folder away, or give another"
+        )
+    return set(files)
