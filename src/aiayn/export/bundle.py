@@ -150,7 +150,8 @@ def check_destination(output: Path) -> None:
         raise InputError(f"--output {output} cannot be read ({err.strerror})") from None
     if not present:
         return
-    others = [name for name in present if name not in earlier_export_files(output)]
+    written = earlier_export_files(output)
+    others = [name for name in present if name not in written]
     if others:
         raise InputError(
             f"--output {output} is an earlier export with other files beside it "
