@@ -18,7 +18,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiayn.cli import main, parser
+from aiayn.cli import main, parser, study_state
 from aiayn.errors import InputError
 from tests.conftest import CHECKED_FILES, PROJECT, copy_project
 
@@ -316,7 +316,7 @@ def test_aiayn_results_names_a_study_it_cannot_check_and_checks_the_others(tmp_p
         f"results/multi30k: cannot be checked here: config file {tmp_path}/configs/multi30k.yaml "
         "does not exist. Restore what is named"
     )
-    assert lines[1] == "results/toy: current"
+    assert lines[1] == f"results/toy: {study_state(PROJECT, PROJECT / 'results/toy/run.json')}"
 
 
 def small_bpe(path: Path) -> None:
