@@ -166,12 +166,14 @@ def test_the_bill_counts_what_a_finished_training_still_has_to_run(tmp_path):
     ("change", "restarts"),
     [({"model": {"d_ff": 4096}}, True), ({"train": {"label_smoothing": 0.2}}, True),
      ({"train": {"seed": 2}}, True), ({"train": {"max_steps": 150000}}, False),
-     ({"train": {"checkpoint_every_steps": 500}}, False)],
+     ({"train": {"checkpoint_every_steps": 500}}, False), ({"code": "edited"}, True),
+     ({"code": None}, False)],
 )  # fmt: skip
 def test_the_bill_counts_no_step_of_a_run_whose_settings_changed(tmp_path, change, restarts):
-    """A trained run of other settings is moved aside and trained from step 0: the bill said
-    `0.0 still to train` while it planned that training (#100). A larger budget or another
-    interval keeps the run (its steps count)."""
+    """A trained run of other settings or other training code is moved aside and trained from
+    step 0: the bill said `0.0 still to train` while it planned that training. A larger budget
+    or another interval keeps the run (its steps count), and so does a bill that does not know
+    the code (`code` None)."""
     from aiayn.config import paths
     from aiayn.config.gpu_hours import report
 
@@ -180,13 +182,15 @@ def test_the_bill_counts_no_step_of_a_run_whose_settings_changed(tmp_path, chang
     summary = tmp_path / paths.train_summary("base_en_de")
     summary.parent.mkdir(parents=True)
     summary.write_text(json.dumps({"steps": 100000, "ended_by": "max_steps"}))
-    identity = {"identity": "0", "model": spec["model"], "train": spec["train"]}
+    identity = {"identity": "0", "model": spec["model"], "train": spec["train"],
+                "trajectory": {"code": ["trained", None]}}  # fmt: skip
     (summary.parent / "identity.json").write_text(json.dumps(identity))
     changed = {part: {**spec[part], **change.get(part, {})} for part in ("model", "train")}
-    cost = training_cost("base_en_de", entry, {**spec, **changed}, tmp_path)
+    code = change.get("code", "trained")
+    cost = training_cost("base_en_de", entry, {**spec, **changed}, tmp_path, code)
     left = cost.steps - (0 if restarts else 100000)
     assert cost.remaining_hours == pytest.approx(left * cost.step_seconds * cost.gpus / 3600)
-    assert ("(trained with other settings: from step 0)" in report([cost])) == restarts
+    assert ("(trained with other settings or code: from step 0)" in report([cost])) == restarts
 
 
 @pytest.mark.workflow

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import os
 import subprocess
@@ -42,7 +43,7 @@ from aiayn.train.record import (
     write_summary,
 )
 from aiayn.train.run_folder import RunFolder
-from aiayn.train.settings import Experiment, TrainSettings
+from aiayn.train.settings import Experiment, TrainSettings, data_digest
 from aiayn.train.step import Diverged, Steps
 from aiayn.train.timing import TrainingClock
 from tests.test_train import copy_splits
@@ -55,7 +56,7 @@ def data(tmp_path_factory):
     return copy_splits(tmp_path_factory.mktemp("parts"), 400, 40)
 
 
-def an_experiment(run_dir: Path, data, dev=None, **train) -> Experiment:
+def an_experiment(run_dir: Path, data, dev=None, code=None, data_sha256=None, **train):
     settings = {"tokens_per_step": 300, "tokens_per_batch": 300, "warmup_steps": 10, **train}
     return Experiment(
         name=run_dir.name,
@@ -64,6 +65,8 @@ def an_experiment(run_dir: Path, data, dev=None, **train) -> Experiment:
         dev_data=dev or data[1],
         model=MODEL,
         train=TrainSettings(**settings),
+        code=code,
+        data_sha256=data_sha256,
     )
 
 
@@ -212,6 +215,47 @@ def test_opening_a_run_of_another_configuration_moves_its_outputs_aside(tmp_path
     budget = RunFolder(an_experiment(root, data, seed=7, max_steps=99), 0, 1)
     budget.open()  # a longer budget is the same trajectory: nothing moves
     assert len(list((root / "superseded").iterdir())) == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [({"code": "edited"}, "the training code"), ({"data_sha256": "other"}, "the training data"),
+     ({"seed": 7}, "the training settings"),
+     ({"code": "edited", "data_sha256": "other"}, "the training code and the training data")],
+)  # fmt: skip
+def test_a_run_of_other_code_or_data_is_moved_aside_and_named(tmp_path, data, caplog, change,
+                                                              named):  # fmt: skip
+    """The code that trains and the data's content are part of what a checkpoint continues: a
+    run of other ones is not resumed, and the log says which changed."""
+    root = tmp_path / "run"
+    first = an_experiment(root, data, code="trained", data_sha256="corpus")
+    RunFolder(first, 0, 1).open()
+    weights = root / "weights" / "step00000010.safetensors"
+    weights.parent.mkdir()
+    weights.write_bytes(b"the first run's")
+    RunFolder(first, 0, 1).open()  # the same code and data: kept
+    assert weights.exists()
+    settings = {"code": "trained", "data_sha256": "corpus", **change}
+    with caplog.at_level(logging.WARNING):
+        RunFolder(an_experiment(root, data, **settings), 0, 1).open()
+    archive = root / "superseded" / first.identity()
+    assert (archive / "weights" / weights.name).read_bytes() == b"the first run's"
+    assert not weights.exists()
+    assert f"{named} changed since {root} was trained" in caplog.text
+    assert "training starts from step 0" in caplog.text
+
+
+def test_the_data_digest_follows_the_content_not_the_write(tmp_path):
+    """Writing the same corpus again keeps the digest; one token more changes it."""
+    prefixes = (str(tmp_path / "train.en"), str(tmp_path / "train.de"))
+    for prefix in prefixes:
+        for suffix, content in ((".bin", b"\x01\x02"), (".idx", b"\x00")):
+            Path(prefix + suffix).write_bytes(content)
+    before = data_digest(prefixes)
+    Path(prefixes[1] + ".bin").write_bytes(b"\x01\x02")
+    assert data_digest(prefixes) == before
+    Path(prefixes[1] + ".bin").write_bytes(b"\x01\x02\x03")
+    assert data_digest(prefixes) != before
 
 
 def test_the_weights_to_average_are_the_newest_scheduled_ones(tmp_path, data):

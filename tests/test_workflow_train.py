@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -525,21 +526,39 @@ def test_a_bigger_budget_resumes_training_and_leaves_the_data_alone(quick_run, t
     assert steps == [10, 20, 30, 40]
 
 
-def test_editing_model_code_retrains_with_that_code_but_keeps_the_data(quick_run):
-    """The jobs run the checkout's own package, not the installed one (the editable install of
-    the project these tests copy ran there, under the copy's versions)."""
+def edit_schedule_and_model(root: Path) -> None:
+    """A schedule constant that moves every weight, and a line of model.py that says its copy
+    ran (the jobs run the checkout's own package, not the installed one)."""
+    schedule = root / "src/aiayn/train/schedule.py"
+    schedule.write_text(schedule.read_text().replace("warmup_steps**-1.5", "warmup_steps**-1.4"))
+    with open(root / "src/aiayn/model.py", "a") as handle:
+        handle.write('print("model.py of the copy", file=__import__("sys").stderr)\n')
+
+
+def test_editing_training_code_retrains_from_step_0_as_a_fresh_run(quick_run, tmp_path):
+    """A trained run whose training code changed is not resumed: the rerun moves it aside,
+    says so, trains from step 0 and ends with the weights of a fresh run of the edited checkout,
+    tensor for tensor, leaving the data alone."""
+    fresh = copy_built(quick_run, tmp_path / "fresh")
+    shutil.rmtree(fresh / "runs")
+    old = json.loads((quick_run / "runs/quick/identity.json").read_text())["identity"]
+    old_weights = final_weights(quick_run)
     data_before = mtimes(quick_run, "data/**/*")
-    with open(quick_run / "src/aiayn/model.py", "a") as handle:
-        handle.write(
-            STATEMENT_EDIT + 'print("model.py of the copy", file=__import__("sys").stderr)\n'
-        )
-    result = run_snakemake(quick_run, "-n")
-    assert (
-        "train" in result.stdout and "average" in result.stdout and "binarize" not in result.stdout
-    )
+    for root in (quick_run, fresh):
+        edit_schedule_and_model(root)
+    assert "train" in run_snakemake(quick_run, "-n").stdout
     run_snakemake(quick_run, "runs/quick/train.json")
-    assert "model.py of the copy" in (quick_run / "logs/train/quick.log").read_text()
+    log = (quick_run / "logs/train/quick.log").read_text()
+    assert "model.py of the copy" in log and "resumed from" not in log
+    assert f"the training code changed since {Path('runs/quick')} was trained" in log
+    assert [r["step"] for r in log_records(quick_run, "quick") if "loss" in r] == [10, 20, 30]
+    assert (quick_run / "runs/quick/superseded" / old / "weights").is_dir()
     assert mtimes(quick_run, "data/**/*") == data_before
+    run_snakemake(fresh, "runs/quick/train.json")
+    retrained, straight = final_weights(quick_run), final_weights(fresh)
+    assert any(not torch.equal(old_weights[n], t) for n, t in retrained.items())
+    for name, tensor in straight.items():
+        assert torch.equal(retrained[name], tensor), name
 
 
 def test_an_unknown_dev_split_is_a_clear_error(project_copy):

@@ -17,12 +17,15 @@ from aiayn.errors import InputError
 from aiayn.logs import run_stage
 from aiayn.train.launch import launch_command, stopped_message, trainer_environment
 from aiayn.train.run_folder import RunFolder
-from aiayn.train.settings import Experiment
+from aiayn.train.settings import Experiment, data_digest
 from aiayn.train.trainer import STOP_SIGNALS
 
 
 def main():
-    spec = snakemake.params.spec
+    # the code that trains and the data's content belong to the run: other code or other data
+    # starts it from step 0 (aiayn.train.run_folder), never resumes the old one's checkpoints
+    spec = {**snakemake.params.spec, "code": snakemake.params.code}
+    spec["data"] = {**spec["data"], "sha256": data_digest(spec["data"]["train"])}
     path = Path(spec["run_dir"]) / paths.EXPERIMENT_SPEC
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(spec, indent=2))

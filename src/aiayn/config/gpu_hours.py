@@ -31,7 +31,7 @@ class TrainingCost:
     step_seconds: float
     basis: str  # where the step time comes from
     done_steps: int = 0  # trained already (runs/<name>/train.json): not to pay again
-    restarts: bool = False  # a run of other settings is there: moved aside, trained from 0
+    restarts: bool = False  # a run of other settings or code is there: moved aside, from 0
 
     @property
     def gpu_hours(self) -> float:
@@ -60,11 +60,15 @@ def scaled_step_seconds(model: TransformerConfig, reference: str, tokens_per_ste
     return paper_step_seconds(reference) * ratio * tokens_per_step / PAPER_TOKENS_PER_STEP
 
 
-def training_cost(name: str, entry: dict, spec: dict, root: Path = Path(".")) -> TrainingCost:
-    """One experiment's expected GPU-hours (its config entry, and its resolved trainer spec)."""
+def training_cost(
+    name: str, entry: dict, spec: dict, root: Path = Path("."), code: str | None = None
+) -> TrainingCost:
+    """One experiment's expected GPU-hours (its config entry, its resolved trainer spec and the
+    train stage's code version, where known)."""
     train = spec["train"]
     summary = root / paths.train_summary(name)
-    restarts = summary.exists() and not same_trajectory(summary.parent / "identity.json", spec)
+    marker = summary.parent / "identity.json"
+    restarts = summary.exists() and not same_trajectory(marker, spec, code)
     done = 0 if restarts else done_steps(summary, train["max_steps"])
     if entry.get("expected_step_seconds"):
         gpus = entry["processes"] * entry["nodes"]
@@ -78,16 +82,20 @@ def training_cost(name: str, entry: dict, spec: dict, root: Path = Path(".")) ->
     return TrainingCost(name, train["max_steps"], 8, seconds, basis + " (8 P100)", done, restarts)
 
 
-def same_trajectory(marker: Path, spec: dict) -> bool:
-    """Whether the run folder's configuration (its identity.json) trains as `spec` does: the
-    same model and settings of the trajectory. Otherwise the training moves the old run aside
-    and starts from step 0 (aiayn.train.run_folder), and none of its steps count. A folder
-    without a readable record counts as the same: the training decides then."""
+def same_trajectory(marker: Path, spec: dict, code: str | None = None) -> bool:
+    """Whether the run folder's configuration (its identity.json) trains as `spec` does with
+    the train stage's `code`: the same model, settings of the trajectory and training code.
+    Otherwise the training moves the old run aside and starts from step 0
+    (aiayn.train.run_folder), and none of its steps count. A folder without a readable record
+    counts as the same, and so does data whose content changed: the training decides then."""
     try:
         recorded = json.loads(marker.read_text(encoding="utf-8"))
         model, train = recorded["model"], recorded["train"]
-    except (OSError, ValueError, KeyError, TypeError):
+        trained_by = recorded["trajectory"]["code"][0] if "trajectory" in recorded else None
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
         return True
+    if code is not None and trained_by != code:  # None: written before the code was recorded
+        return False
     trajectory = TrainSettings.TRAJECTORY
     return model == spec["model"] and all(train.get(k) == spec["train"][k] for k in trajectory)
 
@@ -117,7 +125,7 @@ def report(costs: list[TrainingCost]) -> str:
         if cost.done_steps and not cost.trained:
             done = f"  (trained to step {cost.done_steps}: resumes)"
         if cost.restarts:
-            done = "  (trained with other settings: from step 0)"
+            done = "  (trained with other settings or code: from step 0)"
         lines.append(
             f"  {cost.experiment:<24} {cost.steps:>8} {cost.step_seconds:>7.3f} {cost.gpus:>4} "
             f"{cost.gpu_hours:>8.1f}  {cost.basis}{done}"

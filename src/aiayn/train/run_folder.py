@@ -1,12 +1,13 @@
 """A training run's folder, runs/{experiment}/, as every process of the run saves and resumes it.
 
-identity.json       which configuration the folder holds (Experiment.identity and settings)
+identity.json       which run the folder holds: Experiment.identity, the trajectory it hashes
+                    (model, settings, data, code) and the settings
 checkpoints/stepN/  DeepSpeed's full training state, rng_rank{R}.pt, COMPLETE (checkpoint.py)
 checkpoints/stepN.damaged/  a checkpoint whose files changed after it was written, set aside
 weights/stepN.safetensors   consolidated fp32 weights, which averaging and decoding read
 weights/scores.json  with train.average_best_by: each kept weights file's dev figure
-superseded/{old}/   the outputs of an earlier configuration (its curves too), moved aside, never
-                    deleted
+superseded/{old}/   the outputs of another trajectory (its curves too): moved aside when the
+                    model, settings, data or training code change, never deleted
 """
 
 from __future__ import annotations
@@ -36,6 +37,43 @@ def processes(count: int) -> str:
     return "1 process" if count == 1 else f"{count} processes"
 
 
+TRAJECTORY_PARTS = {
+    "code": "the training code",
+    "data": "the training data",
+    "model": "the model settings",
+    "train": "the training settings",
+}
+
+
+def changed_parts(recorded: dict | None, current: dict) -> str:
+    """What of a run's trajectory (Experiment.trajectory) differs, in words: `the training code
+    and the training data`; a record from before the trajectory was kept names the whole."""
+    if recorded is None:
+        return "the configuration"
+    parts = [words for key, words in TRAJECTORY_PARTS.items() if recorded.get(key) != current[key]]
+    return " and ".join(parts) or "the configuration"
+
+
+def supersede(root: Path, recorded: dict, trajectory: dict) -> None:
+    """Move the run of another trajectory (identity.json's `recorded`) to
+    superseded/{its identity}, saying what changed: training starts from step 0."""
+    archive = root / "superseded" / recorded["identity"]
+    log.warning(
+        "%s changed since %s was trained: moving its checkpoints and curves to %s; "
+        "training starts from step 0",
+        changed_parts(recorded.get("trajectory"), trajectory),
+        root,
+        archive,
+    )
+    archive.mkdir(parents=True, exist_ok=True)
+    # its curves too: the new run starts its own (a new W&B id, TensorBoard afresh)
+    moved = ("checkpoints", "weights", paths.TRAIN_LOG, paths.TRAIN_SUMMARY,
+             TENSORBOARD, WANDB_RUN_FILE, WANDB)  # fmt: skip
+    for name in moved:
+        if (root / name).exists():
+            shutil.move(str(root / name), str(archive / name))
+
+
 class RunFolder:
     def __init__(self, experiment: Experiment, rank: int, world: int):
         self.exp, self.settings = experiment, experiment.train
@@ -57,26 +95,16 @@ class RunFolder:
         identity, marker = self.exp.identity(), self.root / "identity.json"
         if self.rank == 0:
             self.root.mkdir(parents=True, exist_ok=True)
-            old = json.loads(marker.read_text())["identity"] if marker.exists() else identity
-            if old != identity:
-                archive = self.root / "superseded" / old
-                log.warning(
-                    "configuration changed: moving the old run's checkpoints and curves to %s",
-                    archive,
-                )
-                archive.mkdir(parents=True, exist_ok=True)
-                # its curves too: the new run starts its own (a new W&B id, TensorBoard afresh)
-                moved = ("checkpoints", "weights", paths.TRAIN_LOG, paths.TRAIN_SUMMARY,
-                         TENSORBOARD, WANDB_RUN_FILE, WANDB)  # fmt: skip
-                for name in moved:
-                    if (self.root / name).exists():
-                        shutil.move(str(self.root / name), str(archive / name))
+            recorded = json.loads(marker.read_text()) if marker.exists() else None
+            if recorded is not None and recorded["identity"] != identity:
+                supersede(self.root, recorded, self.exp.trajectory())
             for path in self.checkpoint_dir.glob("step*"):
                 if not (path / ckpt.COMPLETE).exists():
                     shutil.rmtree(path, ignore_errors=True)
             self.set_aside_damaged()
             description = {
                 "identity": identity,
+                "trajectory": self.exp.trajectory(),
                 "model": asdict(self.exp.model),
                 "train": asdict(self.settings),
             }

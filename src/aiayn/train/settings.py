@@ -13,6 +13,7 @@ from pathlib import Path
 
 from aiayn.config.schema import defaults
 from aiayn.model_config import TransformerConfig
+from aiayn.textio import file_sha256
 
 DEFAULTS = defaults("train")  # schemas/config.schema.yaml
 
@@ -91,6 +92,11 @@ class Experiment:
     dev_monitor: dict | None = None
     # the BPE model the data was cut with; its hash goes into every weights file
     subword: str | None = None
+    # what computed the weights beside the settings: the train stage's code version (the rule's
+    # `code` param) and the binarized training data's content (`data_digest`); the checkpoints
+    # of other code or other data are not resumed
+    code: str | None = None
+    data_sha256: str | None = None
 
     @classmethod
     def from_json(cls, path: str | Path) -> Experiment:
@@ -104,6 +110,8 @@ class Experiment:
             train=TrainSettings(**spec["train"]),
             dev_monitor=spec.get("dev_monitor"),
             subword=spec["data"].get("subword"),
+            code=spec.get("code"),
+            data_sha256=spec["data"].get("sha256"),
         )
 
     def as_dict(self) -> dict:
@@ -115,7 +123,9 @@ class Experiment:
                 "train": list(self.train_data),
                 "dev": list(self.dev_data),
                 **({"subword": self.subword} if self.subword else {}),
+                **({"sha256": self.data_sha256} if self.data_sha256 else {}),
             },
+            **({"code": self.code} if self.code else {}),
             "model": asdict(self.model),
             "train": asdict(self.train),
             **({"dev_monitor": self.dev_monitor} if self.dev_monitor else {}),
@@ -123,6 +133,24 @@ class Experiment:
 
     def identity(self) -> str:
         """Hash of what decides the trained weights; checkpoints of another are not resumed."""
-        trajectory = {k: getattr(self.train, k) for k in TrainSettings.TRAJECTORY}
-        blob = json.dumps([asdict(self.model), trajectory, self.train_data], sort_keys=True)
+        blob = json.dumps(self.trajectory(), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def trajectory(self) -> dict:
+        """What decides the trained weights: the model, the settings of the trajectory, the
+        training data (its files and content) and the code that trains (with a dev monitor's
+        where its figures choose weights)."""
+        return {
+            "model": asdict(self.model),
+            "train": {k: getattr(self.train, k) for k in TrainSettings.TRAJECTORY},
+            "data": [*self.train_data, self.data_sha256],
+            "code": [self.code, (self.dev_monitor or {}).get("code")],
+        }
+
+
+def data_digest(prefixes: tuple[str, str] | list[str]) -> str:
+    """The binarized training data's content, both sides' .bin and .idx: a rebuilt corpus with
+    other sentences is another run, the same sentences written again the same one."""
+    files = [f"{prefix}{suffix}" for prefix in prefixes for suffix in (".bin", ".idx")]
+    text = json.dumps([file_sha256(path) for path in files])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

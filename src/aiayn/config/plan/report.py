@@ -132,10 +132,13 @@ class ReportPlan:
         used = dict.fromkeys(map(self.runs.dataset, self.runs.translators()))
         return {name: self.data.entry(name)["subword"]["vocab_size"] for name in used}
 
-    def gpu_hours(self) -> str:
-        """The expected GPU-hours of every training job of the study, and their total."""
+    def gpu_hours(self, code: str | None = None) -> str:
+        """The expected GPU-hours of every training job of the study, and their total; `code`:
+        the train stage's code version (a run trained by other code starts from step 0)."""
         costs = [
-            gpu_hours.training_cost(name, self.runs.entry(name), self.runs.trainer_spec(name))
+            gpu_hours.training_cost(
+                name, self.runs.entry(name), self.runs.trainer_spec(name), code=code
+            )
             for name in self.runs.names()
         ]
         return gpu_hours.report(costs)
