@@ -176,7 +176,7 @@ def test_lengths_names_what_is_missing_before_any_work(project, capsys):
     made[0].parent.mkdir(parents=True, exist_ok=True)
     made[0].touch()
     made[1].parent.mkdir(parents=True, exist_ok=True)
-    assert "bpe.model is gone: `snakemake --cores all --forcerun subword" in lengths()
+    assert "bpe.model is gone: `snakemake --cores all --force" in lengths()
     made[1].touch()
     assert "bpe.model is not a readable sentencepiece model" in lengths()
     small_bpe(made[1])

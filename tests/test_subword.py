@@ -125,8 +125,6 @@ def test_a_damaged_model_is_named_as_damaged_by_binarize_and_translate(tmp_path,
     damaged = "bpe.model is not a readable sentencepiece model"
     with pytest.raises(InputError, match=damaged) as refused:
         binarize_file(load(model_path), str(text), str(tmp_path / "x"))
-    assert f"`snakemake --cores all --forcerun subword {model_path}` trains it again" in str(
-        refused.value
-    )
+    assert f"`snakemake --cores all --force {model_path}` trains it again" in str(refused.value)
     with pytest.raises(InputError, match=damaged):
         translate_lines(weights, model_path, ["a line"], DecodeSettings(), device="cpu")

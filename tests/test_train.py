@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import math
 import os
+import re
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -16,6 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 
 from aiayn.errors import InputError
 from aiayn.model import Transformer
@@ -384,9 +390,7 @@ def test_weights_holding_nan_or_inf_are_refused_where_they_are_read(tmp_path, ba
     ):
         with pytest.raises(InputError, match=message) as refused:
             read()
-        assert f"delete it, then `snakemake --cores all --forcerun average {broken}`" in str(
-            refused.value
-        )
+        assert f"delete it, then `snakemake --cores all --force {broken}`" in str(refused.value)
         assert "retrain with a lower `train.lr_scale`" in str(refused.value)
     assert average_weights([good, good])["averaged_from"] == [str(good), str(good)]
 
@@ -400,13 +404,56 @@ def test_an_unreadable_weights_file_is_told_how_it_comes_back(tmp_path):
     with pytest.raises(InputError, match="not a readable weights file") as refused:
         load_weights(damaged)
     assert (
-        f"Delete it, then `snakemake --cores all --forcerun train {tmp_path}/runs/x/train.json` "
-        "writes it again from the newest checkpoint"
+        f"Delete it, then `snakemake --cores all --force {tmp_path}/runs/x/train.json "
+        f"{tmp_path}/runs/x/averaged.safetensors` writes it again from the newest checkpoint"
     ) in str(refused.value)
     averaged = tmp_path / "runs/x/averaged.safetensors"
     averaged.write_bytes(b"\x00" * 64)
-    with pytest.raises(InputError, match=f"--forcerun average {averaged}` averages"):
+    with pytest.raises(InputError, match=f"--force {averaged}` averages"):
         load_weights(averaged)
+
+
+FOLDER_NAMES = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00/`"),
+    min_size=1,
+    max_size=30,
+)
+
+
+def named_command(message: str) -> argparse.Namespace:
+    """The first command in backticks of a message, as the shell splits it and Snakemake's own
+    parser reads it."""
+    import snakemake.cli
+
+    command = re.search(r"`(snakemake [^`]*)`", message).group(1)
+    return snakemake.cli.get_argument_parser().parse_args(shlex.split(command)[1:])
+
+
+@examples(max_examples=40, deadline=None)
+@given(folder=FOLDER_NAMES)
+def test_each_way_out_forces_the_one_file_it_names_in_any_folder(folder):
+    """Each message's way out is one command a shell and Snakemake read as meant, in a folder of
+    any name: the file it names is the one target, forced; `--forcerun <rule> <file>` made
+    the file a second rule to force, and Snakemake ran the whole study."""
+    from aiayn.prepare.pieces import load
+    from aiayn.train.checkpoint import rewrite_advice
+
+    run = Path("/nonexistent") / folder / "runs" / "x"
+    with pytest.raises(InputError) as refused:
+        load(run.parent.parent / "data/toy/spm/bpe.model")
+    averaged = run / "averaged.safetensors"
+    told = [
+        ([averaged], rewrite_advice(averaged)),
+        ([run / "train.json", averaged], rewrite_advice(run / "weights/step00000010.safetensors")),
+        ([run.parent.parent / "data/toy/spm/bpe.model"], str(refused.value)),
+    ]
+    for targets, message in told:
+        parsed = named_command(message)
+        assert (parsed.targets, parsed.force, parsed.forcerun) == (
+            [*map(str, targets)],
+            True,
+            set(),
+        )
 
 
 def test_a_signals_weights_are_never_averaged_and_go_once_a_scheduled_one_follows(tmp_path):

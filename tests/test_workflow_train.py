@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -492,7 +493,7 @@ LEFT_LAUNCH = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR":
 
 def run_as_named(root: Path, command: str) -> None:
     """Run a `snakemake ...` command a message names, word for word, as its reader would."""
-    subprocess.run([sys.executable, "-m", *command.split()], cwd=root, check=True,
+    subprocess.run([sys.executable, "-m", *shlex.split(command)], cwd=root, check=True,
                    capture_output=True)  # fmt: skip
 
 
@@ -818,8 +819,7 @@ def test_a_damaged_weights_file_comes_back_by_the_command_its_error_names(quick_
     before = load_weights(newest)
     before["state_dict"] = {k: t.clone() for k, t in before["state_dict"].items()}  # not mapped
     newest.write_bytes(newest.read_bytes()[:1000])
-    failed = run_snakemake(quick_run, "--forcerun", "average", "runs/quick/averaged.safetensors",
-                           check=False)  # fmt: skip
+    failed = run_snakemake(quick_run, "--force", "runs/quick/averaged.safetensors", check=False)
     assert failed.returncode != 0
     told = (quick_run / "logs/average/quick.log").read_text()
     assert f"{summary['average_weights'][-1]}: not a readable weights file" in told

@@ -8,6 +8,7 @@ training nor decoding: their rules version only the modules they import.
 from __future__ import annotations
 
 import os
+import shlex
 
 import sentencepiece as spm
 
@@ -19,7 +20,7 @@ def load(model_path: str | os.PathLike, target: str | None = None) -> spm.Senten
     weights would call it a BPE model rebuilt since training), with the command that trains
     it again. `target`: the model as the workflow names it, where `model_path` is not that."""
     way_out = (
-        f"`snakemake --cores all --forcerun subword {target or workflow_target(model_path)}` "
+        f"`snakemake --cores all --force {target or workflow_target(model_path)}` "
         "trains it again from the same data and settings (and the same --configfile)"
     )
     if not os.path.isfile(model_path):
@@ -33,12 +34,13 @@ def load(model_path: str | os.PathLike, target: str | None = None) -> spm.Senten
 
 
 def workflow_target(path: str | os.PathLike) -> str:
-    """The path as a Snakemake target: relative to the working directory when inside it.
+    """The path as a Snakemake target in a shell: relative to the working directory when inside
+    it, quoted where the shell would split it.
 
     A plain rerun plans nothing for a model deleted after training (every later output is
-    there), so advice to rerun would lead back here: the way out forces the subword rule on
+    there), so advice to rerun would lead back here: the way out forces the subword job of
     that file. The same data and settings train the same model
     (the weights carry its digest and check it), and Snakemake, finding the same bytes,
     reruns nothing after it."""
     relative = os.path.relpath(path)
-    return str(path) if relative.startswith("..") else relative
+    return shlex.quote(str(path) if relative.startswith("..") else relative)

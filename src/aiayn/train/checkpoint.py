@@ -22,6 +22,7 @@ import logging
 import pickle
 import random
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -196,20 +197,25 @@ def load_weights(path: str | Path) -> dict:
 def rewrite_advice(path: Path) -> str:
     """The way out for a lost or damaged weights file of a run folder, as a command that works
     when followed literally: a plain rerun of the workflow finds train.json up to date and
-    plans nothing, so the command forces the rule that writes the file again."""
+    plans nothing, so the command forces the jobs that write the file and the average again
+    (`--force` and its targets: `--forcerun` would take them as more rules to force and run the
+    whole study)."""
     path = Path(path)
     if path.name == paths.AVERAGED_MODEL:
         return (
-            f"Delete it, then `snakemake --cores all --forcerun average {path}` averages its "
-            "run's checkpoints again"
+            f"Delete it, then `snakemake --cores all --force {shlex.quote(str(path))}` "
+            "averages its run's checkpoints again"
         )
     if path.parent.name == "weights":
         run = path.parent.parent
+        targets = [shlex.quote(str(run / name)) for name in (paths.TRAIN_SUMMARY,
+                                                              paths.AVERAGED_MODEL)]  # fmt: skip
         return (
-            f"Delete it, then `snakemake --cores all --forcerun train {run}/train.json` writes "
-            "it again from the newest checkpoint when it is that checkpoint's; an older one's "
-            "training state is gone, and the run's average is then of the files left (train.json "
-            f"and the tables say how many), or of all again after retraining ({run} moved away)"
+            f"Delete it, then `snakemake --cores all --force {' '.join(targets)}` writes it "
+            "again from the newest checkpoint when it is that checkpoint's, and averages again; "
+            "an older one's training state is gone, and the run's average is then of the files "
+            "left (train.json and the tables say how many), or of all again after retraining "
+            f"({run} moved away)"
         )
     return "It is not a file the workflow wrote: give the weights file the run folder holds"
 
@@ -265,7 +271,8 @@ def check_origin(payload: dict, path, experiment: str | None = None, subword=Non
                 f"{subword} is not the BPE model {path} was trained with (sha256 {actual[:12]}, "
                 f"the weights' {expected[:12]}): it was rebuilt since, and its ids name other "
                 "pieces. Retrain the experiment on data cut with this BPE model "
-                "(`snakemake --forcerun train ...`), or restore the one it was trained with"
+                "(`snakemake --cores all --force runs/<experiment>/train.json`), or restore "
+                "the one it was trained with"
             )
 
 
