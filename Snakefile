@@ -107,8 +107,11 @@ rule all:
         f"results/{plan.study}/run.json",
 
 
-# Each rule that runs one of this checkout's workflow scripts gets its code's version as the
-# `code` param, so that an edit of the script or of a package module it runs reruns it.
+# Each rule that runs one of this checkout's workflow scripts, or a module's function in its
+# `run:` block, gets its code's version as the `code` param, so that an edit of the script, the
+# block or a package module it runs reruns it.
 for stage in workflow.rules:
     if stage.script and Path(stage.script).parent.name == "workflow_scripts":
         stage.set_params(code=code_version(Path(stage.script).name))
+    elif stage.name in RUN_MODULES:
+        stage.set_params(code=stage_version(CHECKOUT, stage.name))

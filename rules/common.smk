@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from aiayn.config.plan import FIGURES, PARSING_FIGURES, TABLES, Plan
+from aiayn.config.versions import RUN_MODULES, stage_version
 from aiayn.config.versions import code_version as script_code_version
 from aiayn.config.workflow import use_this_checkout
 from aiayn.data.digests import source_digests

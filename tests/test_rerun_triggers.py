@@ -11,7 +11,7 @@ import pytest
 
 from aiayn.config.code_meaning import meaning_version
 from aiayn.config.workflow import package_modules
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, STATEMENT_EDIT, copy_project
 
 SRC = PROJECT / "src"
 PACKAGE = SRC / "aiayn"
@@ -305,13 +305,15 @@ def test_ruff_format_of_a_module_mangled_by_hand_keeps_its_version(tmp_path):
     assert meaning_version(module.read_text()) == meaning_version(original)
 
 
-def parsed_rules(tmp_path: Path) -> dict[str, tuple[str | None, str | None]]:
-    """Each rule as Snakemake parsed the workflow: its script and its `code` param."""
+def parsed_rules(tmp_path: Path) -> dict[str, tuple[str | None, str | None, bool]]:
+    """Each rule as Snakemake parsed the workflow: its script, its `code` param and whether it
+    runs Python of its own (a `run:` block: no script, shell, wrapper or notebook)."""
     wrapper = tmp_path / "Snakefile"
     wrapper.write_text(
         f'include: "{PROJECT / "Snakefile"}"\n'
         "import json\n"
-        'print("RULES", json.dumps({r.name: [r.script, dict(r.params.items()).get("code")] '
+        'print("RULES", json.dumps({r.name: [r.script, dict(r.params.items()).get("code"), '
+        "not r.norun and not any((r.script, r.shellcmd, r.wrapper, r.notebook))] "
         "for r in workflow.rules}))\n"
     )
     result = subprocess.run(
@@ -323,15 +325,41 @@ def parsed_rules(tmp_path: Path) -> dict[str, tuple[str | None, str | None]]:
     return {name: tuple(value) for name, value in json.loads(line[6:]).items()}
 
 
-def test_every_rule_that_runs_a_script_has_its_code_version_as_its_code_param(tmp_path):
+def test_every_rule_that_runs_code_has_its_code_version_as_its_code_param(tmp_path):
     """The Snakefile gives each rule that runs a workflow script the version of what the script
-    and the modules it imports do: none is left out of the rerun trigger, a new rule included."""
-    from aiayn.config.versions import code_version
+    and the modules it imports do, and each rule with a `run:` block that of the block and the
+    module it calls (versions.RUN_MODULES): none is left out of the rerun trigger, a new rule
+    included."""
+    from aiayn.config.versions import RUN_MODULES, code_version, stage_version
 
     rules = parsed_rules(tmp_path)
-    scripted = {name: script for name, (script, _) in rules.items() if script}
+    scripted = {name: script for name, (script, _, _) in rules.items() if script}
     assert {"download", "train", "average", "decode", "score", "table", "export"} <= set(scripted)
     for name, script in scripted.items():
         expected = code_version(PROJECT / "workflow_scripts" / Path(script).name, PROJECT)
         assert rules[name][1] == expected, name
-    assert {name for name in rules if name not in scripted} == {"all", "run_record"}
+    run_blocks = {name for name, (_, _, own) in rules.items() if own}
+    assert "run_record" in run_blocks and run_blocks <= set(RUN_MODULES)
+    for name in run_blocks:
+        assert rules[name][1] == stage_version(PROJECT, name), name
+    assert set(rules) - set(scripted) - run_blocks == {"all"}
+
+
+def test_the_run_records_block_and_module_are_its_version(tmp_path):
+    """run.json is written by a `run:` block calling aiayn.report.run_record: a changed argument
+    in the block or a changed statement in the module changes the run_record stage's version
+    (its figures are what `--compare` checks), a comment in either does not."""
+    from aiayn.config.versions import stage_version
+
+    copy_project(tmp_path, ["rules", "src"])
+    rules, module = tmp_path / "rules/report.smk", tmp_path / "src/aiayn/report/run_record.py"
+    originals = {path: path.read_text() for path in (rules, module)}
+    before = stage_version(tmp_path, "run_record")
+    rules.write_text(originals[rules].replace("    run:\n", "    run:\n        # a comment\n"))
+    module.write_text(originals[module] + "\n# a comment\n")
+    assert stage_version(tmp_path, "run_record") == before
+    rules.write_text(originals[rules].replace("left_out=absent,", "left_out=[],"))
+    assert stage_version(tmp_path, "run_record") != before
+    rules.write_text(originals[rules])
+    module.write_text(originals[module] + STATEMENT_EDIT)
+    assert stage_version(tmp_path, "run_record") != before

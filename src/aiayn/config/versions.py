@@ -12,9 +12,10 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import textwrap
 from pathlib import Path
 
-from aiayn.config.code_meaning import file_meaning_version
+from aiayn.config.code_meaning import file_meaning_version, meaning_version
 from aiayn.config.plan import Plan
 from aiayn.config.workflow import imported_names, package_modules
 from aiayn.software import PACKAGES, package_versions
@@ -38,6 +39,9 @@ STAGE_SCRIPTS = {
     "figure": "report_figure.py",
     "complexity": "complexity.py",
 }
+# stage (rule) -> the module its `run:` block calls: a rule that runs in Snakemake's own process
+# (the run record, which needs the command typed and the config files given)
+RUN_MODULES = {"run_record": "src/aiayn/report/run_record.py"}
 # What a change of settings reruns first (everything after it follows)
 SETTINGS_STAGE = {"datasets": "download", "train": "train", "evaluation": "decode"}
 
@@ -71,38 +75,53 @@ def files_version(files: dict[str, str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def literal_params(rules_dir: Path, rule: str) -> tuple[Path | None, dict]:
-    """The rules file that defines `rule` (None: none does) and its literal params."""
+def rule_lines(rules_dir: Path, rule: str) -> tuple[Path | None, list[str]]:
+    """The rules file that defines `rule` (None: none does) and the lines after its header."""
     for path in sorted(Path(rules_dir).glob("*.smk")):
         lines = path.read_text(encoding="utf-8").splitlines()
         starts = [i for i, line in enumerate(lines) if line.startswith(f"rule {rule}:")]
         if starts:
-            call = ast.parse("params(\n" + "\n".join(params_block(lines[starts[0] + 1 :])) + "\n)")
-            found = {}
-            for keyword in call.body[0].value.keywords:
-                try:
-                    found[keyword.arg] = ast.literal_eval(keyword.value)
-                except ValueError:  # an expression: of the config, the plan or wildcards
-                    continue
-            return path, found
-    return None, {}
+            return path, lines[starts[0] + 1 :]
+    return None, []
+
+
+def literal_params(rules_dir: Path, rule: str) -> tuple[Path | None, dict]:
+    """The rules file that defines `rule` (None: none does) and its literal params."""
+    path, lines = rule_lines(rules_dir, rule)
+    call = ast.parse("params(\n" + "\n".join(directive_block(lines)) + "\n)")
+    found = {}
+    for keyword in call.body[0].value.keywords:
+        try:
+            found[keyword.arg] = ast.literal_eval(keyword.value)
+        except ValueError:  # an expression: of the config, the plan or wildcards
+            continue
+    return path, found
+
+
+def stage_entry(root: Path, stage: str) -> Path:
+    """What a stage runs: its workflow script, or the module its rule's `run:` block calls."""
+    if stage in RUN_MODULES:
+        return Path(root) / RUN_MODULES[stage]
+    return Path(root) / "workflow_scripts" / STAGE_SCRIPTS[stage]
 
 
 def stage_files(root: Path, stage: str) -> dict[str, str]:
-    """`code_versions` of the stage's script, and its rule's literal params as one more entry
-    (`rules/score.smk: params of score`) where it has any."""
+    """`code_versions` of what the stage runs, and its rule's literal params and `run:` block as
+    more entries (`rules/score.smk: params of score`) where it has them."""
     root = Path(root)
-    found = code_versions(root / "workflow_scripts" / STAGE_SCRIPTS[stage], root)
+    found = code_versions(stage_entry(root, stage), root)
     rules_file, literals = literal_params(root / "rules", stage)
+    where = rules_file and rules_file.resolve().relative_to(root.resolve()).as_posix()
     if literals:
-        found[
-            f"{rules_file.resolve().relative_to(root.resolve()).as_posix()}: params of {stage}"
-        ] = settings_hash(literals)
+        found[f"{where}: params of {stage}"] = settings_hash(literals)
+    block = directive_block(rule_lines(root / "rules", stage)[1], "run")
+    if block:
+        found[f"{where}: run of {stage}"] = meaning_version(textwrap.dedent("\n".join(block)))
     return found
 
 
-def params_block(lines: list[str]) -> list[str]:
-    """The lines of the `params:` directive among a rule's lines (the rule ends at a line that
+def directive_block(lines: list[str], directive: str = "params") -> list[str]:
+    """The lines of a directive (`params:`) among a rule's lines (the rule ends at a line that
     is not indented, the directive at the next line indented no deeper than it)."""
     block, indent = [], None
     for line in lines:
@@ -110,7 +129,7 @@ def params_block(lines: list[str]) -> list[str]:
             break
         depth = len(line) - len(line.lstrip())
         if indent is None:
-            indent = depth if line.strip() == "params:" else None
+            indent = depth if line.strip() == f"{directive}:" else None
             continue
         if line.strip() and depth <= indent:
             break
@@ -131,7 +150,8 @@ def study_stages(plan: Plan) -> list[str]:
         stages.add("attention_maps")
     if plan.config.get("complexity", {}).get("enabled"):
         stages.add("complexity")
-    return [stage for stage in STAGE_SCRIPTS if stage in stages]
+    stages.add("run_record")  # every study's run.json
+    return [stage for stage in [*STAGE_SCRIPTS, *RUN_MODULES] if stage in stages]
 
 
 def settings_hash(value) -> str:
@@ -227,6 +247,6 @@ def package_changes(recorded: dict | None, stages: list[str], root: Path) -> lis
 def stage_imports(root: Path, stage: str) -> set[str]:
     """The top-level packages that the stage's script and modules import."""
     root = Path(root).resolve()
-    script = root / "workflow_scripts" / STAGE_SCRIPTS[stage]
-    files = [script, *package_modules(script, root / "src")]
+    entry = stage_entry(root, stage)
+    files = [entry, *package_modules(entry, root / "src")]
     return {name.split(".")[0] for path in files for name in imported_names(path, root / "src")}
