@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -277,6 +278,16 @@ def stage_sacrebleu_cache(cache: Path) -> Path:
         with tarfile.open(raw / tarball, "w:gz") as tar:
             tar.add(raw / folder, arcname=folder)
     return cache
+
+
+def regenerated(root: Path, study: str) -> None:
+    """Take a study whose regenerated results .ci/regenerate copied in off the pending list
+    of results/regeneration.yaml, keeping the file's comments."""
+    path = Path(root) / "results/regeneration.yaml"
+    text = path.read_text(encoding="utf-8")
+    line = re.search(r"^pending:.*$", text, re.M).group(0)
+    left = [name for name in yaml.safe_load(line)["pending"] if name != study]
+    path.write_text(text.replace(line, f"pending: [{', '.join(left)}]"), encoding="utf-8")
 
 
 def edit_config(root: Path, edit) -> None:

@@ -426,6 +426,23 @@ def test_every_committed_study_is_what_this_checkout_computes_or_waits_by_code(c
     assert code == int(bool(PENDING))
 
 
+def test_a_regenerated_study_leaves_the_pending_list_and_its_comments_stay(tmp_path):
+    """What .ci/regenerate does once it copied a study's new results in."""
+    from tests.conftest import regenerated
+
+    (tmp_path / "results").mkdir()
+    original = (PROJECT / "results/regeneration.yaml").read_text()
+    path = tmp_path / "results/regeneration.yaml"
+    path.write_text(re.sub(r"(?m)^pending:.*$", "pending: [multi30k, toy, toy_seeds]", original))
+    regenerated(tmp_path, "toy")
+    assert yaml.safe_load(path.read_text())["pending"] == ["multi30k", "toy_seeds"]
+    regenerated(tmp_path, "ptb_sample")  # not pending: nothing changes
+    for study in ("multi30k", "toy_seeds"):
+        regenerated(tmp_path, study)
+    assert yaml.safe_load(path.read_text())["pending"] == []
+    assert path.read_text().splitlines()[:-1] == original.splitlines()[:-1]  # the comments
+
+
 @pytest.mark.parametrize(
     ("state", "by_code"),
     [("stale: code of train (src/aiayn/model.py, src/aiayn/train/schedule.py); code of "
