@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from aiayn.errors import InputError
-from aiayn.train.launch import launch_command, trainer_environment
+from aiayn.train.launch import launch_command, node_cpus, trainer_environment
 
 
 def test_one_process_runs_the_trainer_directly():
@@ -34,3 +34,25 @@ def test_a_launch_left_in_the_shell_is_left_out_of_the_trainers_environment():
     env, left_out = trainer_environment(shell, threads=3)
     assert env == {"PATH": "/usr/bin", "SLURM_JOB_ID": "7", "OMP_NUM_THREADS": "3"}
     assert left_out == ["MASTER_PORT=29500", "RANK=0", "TORCHELASTIC_RUN_ID=x", "WORLD_SIZE=2"]
+
+
+def test_an_srun_across_the_allocation_leaves_the_rules_job_step_behind():
+    """The rule runs in a one-node job step; the srun that starts a torchrun per node must see
+    the allocation (its job id), not that step, or it runs on the step's one node."""
+    shell = {"PATH": "/usr/bin", "SLURM_JOB_ID": "7", "SLURM_JOBID": "7", "SLURM_NNODES": "1",
+             "SLURM_STEP_ID": "0", "SLURM_JOB_NODELIST": "node1", "SRUN_DEBUG": "3",
+             "SBATCH_PARTITION": "gpu", "SLURM_SUBMIT_DIR": "/home/u"}  # fmt: skip
+    env, _ = trainer_environment(shell, threads=1, srun=True)
+    assert env == {"PATH": "/usr/bin", "SLURM_JOB_ID": "7", "SLURM_JOBID": "7",
+                   "SLURM_SUBMIT_DIR": "/home/u", "OMP_NUM_THREADS": "1"}  # fmt: skip
+    kept, _ = trainer_environment(shell, threads=1)  # one process or torchrun: left as it is
+    assert kept["SLURM_NNODES"] == "1" and kept["SLURM_STEP_ID"] == "0"
+
+
+@pytest.mark.parametrize(
+    ("per_node", "cpus"), [("16(x2)", 16), ("16,8", 8), ("32(x3),24", 24), ("", None), ("x", None)]
+)
+def test_each_nodes_torchrun_asks_for_the_allocations_cpus_on_it(per_node, cpus):
+    """SLURM_JOB_CPUS_PER_NODE as SLURM writes it; the srun's --cpus-per-task (the SLURM test
+    runs it)."""
+    assert node_cpus(per_node) == cpus

@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from torch.utils.cpp_extension import get_default_build_root
 
@@ -255,21 +256,52 @@ def test_every_rule_of_the_default_pipeline_runs_through_slurm(slurm_cluster, tm
     assert scores["sentences"] == 500 and 0 <= scores["sacrebleu"]["score"] <= 100
 
 
-def test_two_processes_train_through_srun_and_torchrun_under_slurm(slurm_cluster, tmp_path):
+def launch_line(root: Path, name: str) -> str:
+    log = (root / f"logs/train/{name}.log").read_text()
+    return next(line for line in log.splitlines() if line.startswith("$ "))
+
+
+def test_two_nodes_train_to_the_weights_of_two_processes_on_one(slurm_cluster, tmp_path):
+    """Through `snakemake --profile slurm` as typed: two processes of one node (srun, torchrun
+    --nnodes=1), then the same experiment as one process on each of two nodes (the
+    allocation's nodes, a rendezvous on the first), which ends with the same weights, tensor
+    for tensor: the same two shards of every step, summed by gloo in the same order."""
+    from aiayn.train.checkpoint import load_weights
+
     root = with_test_limits(copy_project(tmp_path / "project"))
     quick_experiment(
         root, name="pair", processes=2, max_steps=20, warmup_steps=10, tokens_per_step=2000
     )
-    result = run_as_typed(root, link_profile(root, tmp_path / "home"), "runs/pair/train.json")
+    edit_config(root, lambda c: c["experiments"].update(
+        pair_nodes={**c["experiments"]["pair"], "processes": 1, "nodes": 2}))  # fmt: skip
+    env = link_profile(root, tmp_path / "home")
+    result = run_as_typed(root, env, "runs/pair/train.json")
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     jobs = submitted_jobs(result.stdout + result.stderr)
     assert re.search(r"gres[:/]gpu[:=]2", slurm_job(jobs["train"][0]))
-    summary = json.loads((root / "runs/pair/train.json").read_text())
-    assert summary["processes"] == 2 and summary["ranks_agree"] and summary["steps"] == 20
-    log = (root / "logs/train/pair.log").read_text()
-    launch = next(line for line in log.splitlines() if line.startswith("$ "))
+    launch = launch_line(root, "pair")
     assert launch.startswith("$ srun --overlap") and "--rdzv_backend=c10d" in launch
     assert "--nnodes=1" in launch and "--nproc_per_node=2" in launch
+
+    profile = root / "profiles/default/config.yaml"  # the test cluster's nodes of one GPU
+    settings = yaml.safe_load(profile.read_text())
+    settings["set-resources"]["train"]["slurm_partition"] = "multinode"
+    profile.write_text(yaml.safe_dump(settings))
+    result = run_as_typed(root, env, "runs/pair_nodes/train.json")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
+    [job] = submitted_jobs(result.stdout + result.stderr)["train"]
+    assert "NumNodes=2" in slurm_job(job) and "NodeList=aiayn-node[1-2]" in slurm_job(job)
+    launch = launch_line(root, "pair_nodes")
+    assert "--nodes=2" in launch and "--nnodes=2" in launch and "--nproc_per_node=1" in launch
+    assert "--rdzv_endpoint=aiayn-node1:" in launch and "--cpus-per-task=1" in launch
+    summaries = [
+        json.loads((root / f"runs/{n}/train.json").read_text()) for n in ("pair", "pair_nodes")
+    ]
+    assert all(s["processes"] == 2 and s["ranks_agree"] and s["steps"] == 20 for s in summaries)
+    one_node, two_nodes = (load_weights(root / s["final_weights"])["state_dict"] for s in summaries)
+    assert one_node.keys() == two_nodes.keys()
+    for name, tensor in one_node.items():
+        assert torch.equal(two_nodes[name], tensor), name
 
 
 # A job of two nodes as Snakemake's slurm-jobstep executor runs a rule: the rule in a one-node

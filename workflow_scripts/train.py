@@ -30,7 +30,7 @@ def main():
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(spec, indent=2))
     command = launch_command(str(path), snakemake.params.processes, snakemake.params.nodes)
-    env, left_out = trainer_environment(os.environ, snakemake.threads)
+    env, left_out = trainer_environment(os.environ, snakemake.threads, command[0] == "srun")
     with open(snakemake.log[0], "a", encoding="utf-8") as log:
         if left_out:
             started = snakemake.params.processes * snakemake.params.nodes

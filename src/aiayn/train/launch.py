@@ -57,6 +57,7 @@ def launch_command(experiment_json: str, processes: int, nodes: int, env=None) -
             f"nodes: {nodes}, but SLURM job {job_id} has {len(hosts)} node(s) ({hosts}): "
             "the rule's `nodes` resource must match the experiment"
         )
+    cpus = node_cpus(env.get("SLURM_JOB_CPUS_PER_NODE", ""))
     return [
         "srun",
         "--overlap",
@@ -64,6 +65,7 @@ def launch_command(experiment_json: str, processes: int, nodes: int, env=None) -
         f"--nodes={nodes}",
         f"--ntasks={nodes}",
         "--ntasks-per-node=1",
+        *([f"--cpus-per-task={cpus}"] if cpus else []),  # each node's CPUs to its torchrun
         "--kill-on-bad-exit=1",
         sys.executable,
         "-m",
@@ -75,6 +77,14 @@ def launch_command(experiment_json: str, processes: int, nodes: int, env=None) -
         f"--rdzv_id=aiayn-{job_id}",
         *trainer,
     ]
+
+
+def node_cpus(per_node: str) -> int | None:
+    """The CPUs the allocation holds on each of its nodes (the fewest where they differ), from
+    SLURM_JOB_CPUS_PER_NODE (`16(x2)`, `16,8`); None where it is not set. The srun that starts
+    one torchrun a node asks for them all, or its one task would get one CPU."""
+    counts = [part.split("(")[0] for part in per_node.split(",")]
+    return min((int(count) for count in counts if count.isdigit()), default=None)
 
 
 # What torchrun (torch.distributed.run) sets for the processes it starts: the rule starts its own
@@ -95,15 +105,34 @@ LAUNCHER_VARIABLES = (
 )
 
 
-def trainer_environment(env, threads: int) -> tuple[dict[str, str], list[str]]:
+# What of SLURM's variables names the allocation, not the job step that runs the rule. The
+# step holds one task on one node (SLURM_NNODES=1, SLURM_JOB_NODELIST of that node, ...); an
+# srun that inherits it is confined to it. Without the step's variables, `srun --jobid` takes
+# the allocation's nodes.
+ALLOCATION_VARIABLES = frozenset(
+    ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_CLUSTER_NAME", "SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST")
+)
+
+
+def from_the_step(name: str) -> bool:
+    """Whether a variable is the rule's job step's own (srun, sbatch or SLURM's task set-up)."""
+    return name.startswith(("SLURM_", "SRUN_", "SBATCH_")) and name not in ALLOCATION_VARIABLES
+
+
+def trainer_environment(env, threads: int, srun: bool = False) -> tuple[dict[str, str], list[str]]:
     """The environment the rule starts its trainer with, and the launcher variables it left out
-    of the shell's (`NAME=value` each, for the log): the rule's own launch sets them afresh."""
+    of the shell's (`NAME=value` each, for the log): the rule's own launch sets them afresh.
+    `srun`: the launch is an srun across the allocation, which must not inherit the job step."""
 
     def from_a_launcher(name: str) -> bool:
         return name in LAUNCHER_VARIABLES or name.startswith("TORCHELASTIC_")
 
     left_out = [f"{name}={env[name]}" for name in sorted(env) if from_a_launcher(name)]
-    kept = {name: value for name, value in env.items() if not from_a_launcher(name)}
+    kept = {
+        name: value
+        for name, value in env.items()
+        if not from_a_launcher(name) and not (srun and from_the_step(name))
+    }
     return {**kept, "OMP_NUM_THREADS": str(threads)}, left_out
 
 
