@@ -527,39 +527,95 @@ def test_a_bigger_budget_resumes_training_and_leaves_the_data_alone(quick_run, t
     assert steps == [10, 20, 30, 40]
 
 
-def edit_schedule_and_model(root: Path) -> None:
-    """A schedule constant that moves every weight, and a line of model.py that says its copy
-    ran (the jobs run the checkout's own package, not the installed one)."""
-    schedule = root / "src/aiayn/train/schedule.py"
-    schedule.write_text(schedule.read_text().replace("warmup_steps**-1.5", "warmup_steps**-1.4"))
-    with open(root / "src/aiayn/model.py", "a") as handle:
-        handle.write('print("model.py of the copy", file=__import__("sys").stderr)\n')
+# One edit per stage, in the order of the DAG: (file, text, replacement, what `aiayn results`
+# names). Each changes what its stage computes; a message changes nothing.
+EDITS = [
+    ("src/aiayn/train/schedule.py", "warmup_steps**-1.5", "warmup_steps**-1.4", "code of train"),
+    ("src/aiayn/decode/search.py", "((5.0 + length) / 6.0)", "((6.0 + length) / 7.0)",
+     "code of decode"),
+    ("src/aiayn/score/bleu.py", "chrf = CHRF()", "chrf = CHRF(word_order=2)", "code of score"),
+    ("src/aiayn/report/layout.py", '"PPL (dev)",', '"dev PPL",', "code of table"),
+    ("src/aiayn/report/run_record.py", '"chrf": round(scores["chrf"]["score"], 2)',
+     '"chrf": round(scores["chrf"]["score"], 1)', "code of run_record"),
+    ("config.yaml", None, {"decode": {"beam": 2}}, "evaluation settings of quick (decode on)"),
+]  # fmt: skip
 
 
-def test_editing_training_code_retrains_from_step_0_as_a_fresh_run(quick_run, tmp_path):
-    """A trained run whose training code changed is not resumed: the rerun moves it aside,
-    says so, trains from step 0 and ends with the weights of a fresh run of the edited checkout,
-    tensor for tensor, leaving the data alone."""
+def apply_edit(root: Path, path: str, text, replacement) -> None:
+    if text is None:  # a setting of the experiment
+        edit_config(root, lambda config: config["experiments"]["quick"].update(replacement))
+        return
+    source = (root / path).read_text()
+    assert text in source, (path, text)
+    (root / path).write_text(source.replace(text, replacement, 1))
+
+
+def study_outputs(root: Path) -> dict:
+    """What a study of the quick experiment computed: every weights file's tensors, the
+    translations, the score files, Table 3 and the run record's figures."""
+    outputs = {
+        str(path.relative_to(root)): load_weights(path)["state_dict"]
+        for path in sorted(root.glob("runs/quick/**/*.safetensors"))
+        if "superseded" not in path.parts
+    }
+    for pattern in ("runs/quick/decode/*/*.hyp", "results/toy/tables/table3.*"):
+        outputs |= {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.glob(pattern))}
+    for path in sorted(root.glob("results/toy/scores/**/*.json")):
+        outputs[str(path.relative_to(root))] = json.loads(path.read_text())
+    outputs["run.json"] = json.loads((root / "results/toy/run.json").read_text())["scores"]
+    return outputs
+
+
+def same_outputs(ours: dict, theirs: dict) -> bool:
+    assert ours.keys() == theirs.keys()
+    for name, value in ours.items():
+        if isinstance(value, dict) and all(isinstance(t, torch.Tensor) for t in value.values()):
+            assert value.keys() == theirs[name].keys(), name
+            assert all(torch.equal(t, theirs[name][k]) for k, t in value.items()), name
+        else:
+            assert value == theirs[name], name
+    return True
+
+
+def test_after_each_edit_a_rerun_gives_what_a_fresh_run_of_the_edited_checkout_does(
+    quick_run, tmp_path
+):
+    """The outputs are those of the edited code: after each edit of one stage (training's
+    schedule, a decode constant, a score option, a table's header, run.json's rounding, a
+    setting), `aiayn results` names it and `snakemake` reruns it; then the study is current.
+    Training is not resumed from the old code's checkpoints (the log says so and steps start
+    at 10). A reworded message plans nothing. At the end every output equals a fresh run's of
+    the edited checkout: weights tensor for tensor, translations, scores and Table 3 byte
+    for byte."""
     fresh = copy_built(quick_run, tmp_path / "fresh")
-    shutil.rmtree(fresh / "runs")
-    old = json.loads((quick_run / "runs/quick/identity.json").read_text())["identity"]
-    old_weights = final_weights(quick_run)
-    data_before = mtimes(quick_run, "data/**/*")
-    for root in (quick_run, fresh):
-        edit_schedule_and_model(root)
-    assert "train" in run_snakemake(quick_run, "-n").stdout
-    run_snakemake(quick_run, "runs/quick/train.json")
-    log = (quick_run / "logs/train/quick.log").read_text()
-    assert "model.py of the copy" in log and "resumed from" not in log
-    assert f"the training code changed since {Path('runs/quick')} was trained" in log
-    assert [r["step"] for r in log_records(quick_run, "quick") if "loss" in r] == [10, 20, 30]
-    assert (quick_run / "runs/quick/superseded" / old / "weights").is_dir()
-    assert mtimes(quick_run, "data/**/*") == data_before
-    run_snakemake(fresh, "runs/quick/train.json")
-    retrained, straight = final_weights(quick_run), final_weights(fresh)
-    assert any(not torch.equal(old_weights[n], t) for n, t in retrained.items())
-    for name, tensor in straight.items():
-        assert torch.equal(retrained[name], tensor), name
+    for folder in ("runs", "results"):
+        shutil.rmtree(fresh / folder)
+    assert aiayn(quick_run, "results").stdout == "results/toy: current\n"
+    before = study_outputs(quick_run)
+    for path, text, replacement, named in EDITS:
+        apply_edit(quick_run, path, text, replacement)
+        stale = aiayn(quick_run, "results").stdout
+        assert stale.startswith(f"results/toy: stale: {named}"), stale
+        run_snakemake(quick_run)
+        assert aiayn(quick_run, "results").stdout == "results/toy: current\n", path
+        apply_edit(fresh, path, text, replacement)
+        if path.endswith("schedule.py"):
+            log = (quick_run / "logs/train/quick.log").read_text()
+            assert "the training code changed since runs/quick was trained" in log
+            assert "resumed from" not in log
+            assert [r["step"] for r in log_records(quick_run, "quick") if "loss" in r] == [
+                10, 20, 30
+            ]  # fmt: skip
+    textio = quick_run / "src/aiayn/textio.py"
+    textio.write_text(
+        textio.read_text().replace("give a file name to write to", "name a file to write to")
+    )
+    assert planned_jobs(quick_run) == {}
+    run_snakemake(fresh)
+    after = study_outputs(quick_run)
+    assert same_outputs(after, study_outputs(fresh))
+    old, new = (outputs["runs/quick/averaged.safetensors"] for outputs in (before, after))
+    assert any(not torch.equal(tensor, new[name]) for name, tensor in old.items())
 
 
 def test_an_unknown_dev_split_is_a_clear_error(project_copy):
