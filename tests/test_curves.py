@@ -309,6 +309,12 @@ def test_nan_is_never_the_best_value():
     bleu = EarlyStopping(metric="dev_bleu", patience=2)
     assert not bleu.update(1, {"dev_bleu": 10.0}) and not bleu.update(2, {"dev_bleu": math.nan})
     assert bleu.update(3, {"dev_bleu": math.nan}) and bleu.best == 10.0
+    never = EarlyStopping(metric="dev_loss", patience=2)  # its reason raised a TypeError
+    assert not never.update(1, {"dev_loss": math.nan}) and never.update(2, {"dev_loss": math.nan})
+    assert never.reason() == (
+        "early_stopping: dev_loss was not a number at 2 dev evaluations in a row, and at none "
+        "before them"
+    )
 
 
 def test_best_n_averaging_ranks_a_nan_score_last(tmp_path):

@@ -75,6 +75,11 @@ class EarlyStopping:
 
     def reason(self) -> str:
         """Why training ended, for train.json's ended_by."""
+        if self.best is None:  # every evaluation so far was NaN
+            return (
+                f"early_stopping: {self.metric} was not a number at {self.patience} dev "
+                "evaluations in a row, and at none before them"
+            )
         return (
             f"early_stopping: {self.metric} did not improve by {self.min_improvement} for "
             f"{self.patience} dev evaluations after its best {self.best:.4g} at step "
