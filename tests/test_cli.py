@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aiayn.cli import main, parser, study_state
@@ -131,6 +131,28 @@ def test_config_refuses_what_the_workflow_refuses(project, capsys, experiment, s
     bad.write_text(f"include: [config.yaml]\nexperiments: {{x: {experiment}}}\n")
     assert main(["config", "--workdir", str(project), "--configfile", "bad.yaml"]) == 1
     assert said in capsys.readouterr().err
+
+
+COMPLEXITY_LIMITS = {"lengths": 4096, "n": 4096, "widths": 8192, "d": 8192, "path_lengths": 1024}
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)  # capsys: read each time
+@given(key=st.sampled_from(sorted(COMPLEXITY_LIMITS)), excess=st.integers(1, 10**12))
+def test_table_1s_grid_is_bounded_before_any_job(project, capsys, key, excess):
+    """A length or width past what one machine measures is refused where the config is read,
+    naming the key (a length of 10^6 grew the job to 6.4 GB; 10^5 path lengths and a width of
+    10^6 were allocation tracebacks)."""
+    value = COMPLEXITY_LIMITS[key] + excess
+    listed = key in ("lengths", "widths", "path_lengths")
+    setting = f"[16, 32, {value}]" if listed else str(value)
+    bad = project / "bad.yaml"
+    bad.write_text(f"include: [config.yaml]\ncomplexity: {{{key}: {setting}}}\n")
+    assert main(["config", "--workdir", str(project), "--configfile", "bad.yaml"]) == 1
+    error = capsys.readouterr().err
+    where = f"complexity.{key}.2" if listed else f"complexity.{key}"
+    assert f"config key {where}: {value} is greater than the maximum of" in error
 
 
 def test_bad_translate_arguments_are_refused_before_any_work(project, capsys, tmp_path):
