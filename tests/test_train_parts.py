@@ -56,7 +56,7 @@ def data(tmp_path_factory):
     return copy_splits(tmp_path_factory.mktemp("parts"), 400, 40)
 
 
-def an_experiment(run_dir: Path, data, dev=None, code=None, data_sha256=None, **train):
+def an_experiment(run_dir: Path, data, dev=None, code=None, train_data_digest=None, **train):
     settings = {"tokens_per_step": 300, "tokens_per_batch": 300, "warmup_steps": 10, **train}
     return Experiment(
         name=run_dir.name,
@@ -66,7 +66,7 @@ def an_experiment(run_dir: Path, data, dev=None, code=None, data_sha256=None, **
         model=MODEL,
         train=TrainSettings(**settings),
         code=code,
-        data_sha256=data_sha256,
+        train_data_digest=train_data_digest,
     )
 
 
@@ -219,23 +219,23 @@ def test_opening_a_run_of_another_configuration_moves_its_outputs_aside(tmp_path
 
 @pytest.mark.parametrize(
     ("change", "named"),
-    [({"code": "edited"}, "the training code"), ({"data_sha256": "other"}, "the training data"),
+    [({"code": "edited"}, "the training code"), ({"train_data_digest": "other"}, "the training data"),
      ({"seed": 7}, "the training settings"),
-     ({"code": "edited", "data_sha256": "other"}, "the training code and the training data")],
+     ({"code": "edited", "train_data_digest": "other"}, "the training code and the training data")],
 )  # fmt: skip
 def test_a_run_of_other_code_or_data_is_moved_aside_and_named(tmp_path, data, caplog, change,
                                                               named):  # fmt: skip
     """The code that trains and the data's content are part of what a checkpoint continues: a
     run of other ones is not resumed, and the log says which changed."""
     root = tmp_path / "run"
-    first = an_experiment(root, data, code="trained", data_sha256="corpus")
+    first = an_experiment(root, data, code="trained", train_data_digest="corpus")
     RunFolder(first, 0, 1).open()
     weights = root / "weights" / "step00000010.safetensors"
     weights.parent.mkdir()
     weights.write_bytes(b"the first run's")
     RunFolder(first, 0, 1).open()  # the same code and data: kept
     assert weights.exists()
-    settings = {"code": "trained", "data_sha256": "corpus", **change}
+    settings = {"code": "trained", "train_data_digest": "corpus", **change}
     with caplog.at_level(logging.WARNING):
         RunFolder(an_experiment(root, data, **settings), 0, 1).open()
     archive = root / "superseded" / first.identity()

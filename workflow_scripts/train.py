@@ -25,7 +25,7 @@ def main():
     # the code that trains and the data's content belong to the run: other code or other data
     # starts it from step 0 (aiayn.train.run_folder), never resumes the old one's checkpoints
     spec = {**snakemake.params.spec, "code": snakemake.params.code}
-    spec["data"] = {**spec["data"], "sha256": data_digest(spec["data"]["train"])}
+    spec["data"] = {**spec["data"], "digest": data_digest(spec["data"]["train"])}
     path = Path(spec["run_dir"]) / paths.EXPERIMENT_SPEC
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(spec, indent=2))

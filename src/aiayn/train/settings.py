@@ -96,7 +96,7 @@ class Experiment:
     # `code` param) and the binarized training data's content (`data_digest`); the checkpoints
     # of other code or other data are not resumed
     code: str | None = None
-    data_sha256: str | None = None
+    train_data_digest: str | None = None
 
     @classmethod
     def from_json(cls, path: str | Path) -> Experiment:
@@ -111,7 +111,7 @@ class Experiment:
             dev_monitor=spec.get("dev_monitor"),
             subword=spec["data"].get("subword"),
             code=spec.get("code"),
-            data_sha256=spec["data"].get("sha256"),
+            train_data_digest=spec["data"].get("digest"),
         )
 
     def as_dict(self) -> dict:
@@ -123,7 +123,7 @@ class Experiment:
                 "train": list(self.train_data),
                 "dev": list(self.dev_data),
                 **({"subword": self.subword} if self.subword else {}),
-                **({"sha256": self.data_sha256} if self.data_sha256 else {}),
+                **({"digest": self.train_data_digest} if self.train_data_digest else {}),
             },
             **({"code": self.code} if self.code else {}),
             "model": asdict(self.model),
@@ -143,7 +143,7 @@ class Experiment:
         return {
             "model": asdict(self.model),
             "train": {k: getattr(self.train, k) for k in TrainSettings.TRAJECTORY},
-            "data": [*self.train_data, self.data_sha256],
+            "data": [*self.train_data, self.train_data_digest],
             "code": [self.code, (self.dev_monitor or {}).get("code")],
         }
 
