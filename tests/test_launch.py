@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from aiayn.errors import InputError
-from aiayn.train.launch import launch_command, node_cpus, trainer_environment
+from aiayn.train.launch import launch_command, trainer_environment
 
 
 def test_one_process_runs_the_trainer_directly():
@@ -47,12 +47,3 @@ def test_an_srun_across_the_allocation_leaves_the_rules_job_step_behind():
                    "SLURM_SUBMIT_DIR": "/home/u", "OMP_NUM_THREADS": "1"}  # fmt: skip
     kept, _ = trainer_environment(shell, threads=1)  # one process or torchrun: left as it is
     assert kept["SLURM_NNODES"] == "1" and kept["SLURM_STEP_ID"] == "0"
-
-
-@pytest.mark.parametrize(
-    ("per_node", "cpus"), [("16(x2)", 16), ("16,8", 8), ("32(x3),24", 24), ("", None), ("x", None)]
-)
-def test_each_nodes_torchrun_asks_for_the_allocations_cpus_on_it(per_node, cpus):
-    """SLURM_JOB_CPUS_PER_NODE as SLURM writes it; the srun's --cpus-per-task (the SLURM test
-    runs it)."""
-    assert node_cpus(per_node) == cpus

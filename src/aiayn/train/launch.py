@@ -16,18 +16,23 @@ import sys
 from aiayn.errors import InputError
 
 
-def slurm_hosts(job_id: str) -> list[str]:
-    """The host names of a SLURM job's allocation, first node first."""
-    nodelist = subprocess.run(
-        ["squeue", "--noheader", "--jobs", job_id, "--format", "%N"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+def slurm_allocation(job_id: str) -> tuple[list[str], int]:
+    """The host names of a SLURM job's allocation, first node first, and the CPUs it holds on
+    each (the controller's answer: the rule's job step sees only its own node and CPUs)."""
+    nodelist, cpus, nodes = (
+        subprocess.run(
+            ["squeue", "--noheader", "--jobs", job_id, "--format", "%N|%C|%D"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .split("|")
+    )
     expanded = subprocess.run(
         ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True
     )
-    return expanded.stdout.split()
+    return expanded.stdout.split(), int(cpus) // int(nodes)
 
 
 def launch_command(experiment_json: str, processes: int, nodes: int, env=None) -> list[str]:
@@ -51,13 +56,12 @@ def launch_command(experiment_json: str, processes: int, nodes: int, env=None) -
             f"--nproc_per_node={processes}",
             *trainer,
         ]
-    hosts = slurm_hosts(job_id)
+    hosts, cpus = slurm_allocation(job_id)
     if len(hosts) < nodes:
         raise InputError(
             f"nodes: {nodes}, but SLURM job {job_id} has {len(hosts)} node(s) ({hosts}): "
             "the rule's `nodes` resource must match the experiment"
         )
-    cpus = node_cpus(env.get("SLURM_JOB_CPUS_PER_NODE", ""))
     return [
         "srun",
         "--overlap",
@@ -65,7 +69,7 @@ def launch_command(experiment_json: str, processes: int, nodes: int, env=None) -
         f"--nodes={nodes}",
         f"--ntasks={nodes}",
         "--ntasks-per-node=1",
-        *([f"--cpus-per-task={cpus}"] if cpus else []),  # each node's CPUs to its torchrun
+        f"--cpus-per-task={cpus}",  # each node's CPUs to its torchrun: a task gets one else
         "--kill-on-bad-exit=1",
         sys.executable,
         "-m",
@@ -77,14 +81,6 @@ def launch_command(experiment_json: str, processes: int, nodes: int, env=None) -
         f"--rdzv_id=aiayn-{job_id}",
         *trainer,
     ]
-
-
-def node_cpus(per_node: str) -> int | None:
-    """The CPUs the allocation holds on each of its nodes (the fewest where they differ), from
-    SLURM_JOB_CPUS_PER_NODE (`16(x2)`, `16,8`); None where it is not set. The srun that starts
-    one torchrun a node asks for them all, or its one task would get one CPU."""
-    counts = [part.split("(")[0] for part in per_node.split(",")]
-    return min((int(count) for count in counts if count.isdigit()), default=None)
 
 
 # What torchrun (torch.distributed.run) sets for the processes it starts: the rule starts its own
