@@ -85,9 +85,8 @@ def rule_lines(rules_dir: Path, rule: str) -> tuple[Path | None, list[str]]:
     return None, []
 
 
-def literal_params(rules_dir: Path, rule: str) -> tuple[Path | None, dict]:
-    """The rules file that defines `rule` (None: none does) and its literal params."""
-    path, lines = rule_lines(rules_dir, rule)
+def literal_params(lines: list[str]) -> dict:
+    """The literal params among a rule's lines (`rule_lines`)."""
     call = ast.parse("params(\n" + "\n".join(directive_block(lines)) + "\n)")
     found = {}
     for keyword in call.body[0].value.keywords:
@@ -95,7 +94,7 @@ def literal_params(rules_dir: Path, rule: str) -> tuple[Path | None, dict]:
             found[keyword.arg] = ast.literal_eval(keyword.value)
         except ValueError:  # an expression: of the config, the plan or wildcards
             continue
-    return path, found
+    return found
 
 
 def stage_entry(root: Path, stage: str) -> Path:
@@ -110,11 +109,12 @@ def stage_files(root: Path, stage: str) -> dict[str, str]:
     more entries (`rules/score.smk: params of score`) where it has them."""
     root = Path(root)
     found = code_versions(stage_entry(root, stage), root)
-    rules_file, literals = literal_params(root / "rules", stage)
+    rules_file, lines = rule_lines(root / "rules", stage)
     where = rules_file and rules_file.resolve().relative_to(root.resolve()).as_posix()
+    literals = literal_params(lines)
     if literals:
         found[f"{where}: params of {stage}"] = settings_hash(literals)
-    block = directive_block(rule_lines(root / "rules", stage)[1], "run")
+    block = directive_block(lines, "run")
     if block:
         found[f"{where}: run of {stage}"] = meaning_version(textwrap.dedent("\n".join(block)))
     return found
