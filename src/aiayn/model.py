@@ -35,7 +35,7 @@ class MultiHeadAttention(nn.Module):
     head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V); Attention(Q, K, V) = softmax(QK^T / sqrt(d_k)) V.
     """
 
-    def __init__(self, config: TransformerConfig):
+    def __init__(self, config: TransformerConfig, self_attention: bool = True):
         super().__init__()
         self.h = config.n_heads
         self.d_k, self.d_v = config.head_dims
@@ -44,6 +44,22 @@ class MultiHeadAttention(nn.Module):
         self.w_v = nn.Linear(config.d_model, self.h * self.d_v)
         self.w_o = nn.Linear(self.h * self.d_v, config.d_model)
         self.attention_dropout = config.attention_dropout
+        self.from_one_input = self_attention  # Q, K, V of one input; else K, V of the memory
+
+    def reset_parameters(self) -> None:
+        """Glorot-uniform as tensor2tensor, the paper's code, draws it: self-attention computes
+        Q, K and V with one (d_model, 2 h d_k + h d_v) matrix (`qkv_transform`), and
+        encoder-decoder attention K and V with one (d_model, h d_k + h d_v) (`kv_transform`)
+        beside its own W^Q; each slice starts at its wider matrix's smaller scale. Biases zero."""
+        fused = [self.w_q, self.w_k, self.w_v] if self.from_one_input else [self.w_k, self.w_v]
+        width = sum(linear.out_features for linear in fused)
+        bound = math.sqrt(6 / (self.w_q.in_features + width))
+        for linear in fused:
+            nn.init.uniform_(linear.weight, -bound, bound)
+        for linear in [self.w_o] + ([] if self.from_one_input else [self.w_q]):
+            nn.init.xavier_uniform_(linear.weight)
+        for linear in (self.w_q, self.w_k, self.w_v, self.w_o):
+            nn.init.zeros_(linear.bias)
 
     def split_heads(self, x: torch.Tensor, d: int) -> torch.Tensor:
         batch, length, _ = x.shape
@@ -131,7 +147,7 @@ class DecoderLayer(nn.Module):
     def __init__(self, config: TransformerConfig):
         super().__init__()
         self.self_attention = MultiHeadAttention(config)
-        self.encoder_attention = MultiHeadAttention(config)
+        self.encoder_attention = MultiHeadAttention(config, self_attention=False)
         self.feed_forward = PositionwiseFeedForward(config)
         self.residual_1 = ResidualLayerNorm(config)
         self.residual_2 = ResidualLayerNorm(config)
@@ -201,16 +217,20 @@ class Transformer(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        """Glorot-uniform matrices, zero biases, embeddings N(0, d_model^-1/2) (tensor2tensor's)."""
+        """tensor2tensor's initialisation: Glorot-uniform matrices (attention's as its fused
+        projections draw them), zero biases, embeddings N(0, d_model^-1/2)."""
         for name, parameter in self.named_parameters():
             if name == "embeddings.tokens.weight":
                 nn.init.normal_(parameter, std=self.config.d_model**-0.5)
-            elif "norm" in name:
+            elif "norm" in name or "attention" in name:
                 continue
             elif parameter.dim() > 1:
                 nn.init.xavier_uniform_(parameter)
             else:
                 nn.init.zeros_(parameter)
+        for module in self.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.reset_parameters()
         with torch.no_grad():
             self.embeddings.tokens.weight[self.config.pad_id].zero_()
 
