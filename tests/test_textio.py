@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import os
 import stat
+import subprocess
+import sys
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from aiayn.errors import InputError
+from aiayn.errors import DENIED, FULL, InputError, StorageError
 from aiayn.textio import LineStats, atomic_folder, atomic_output, read_lines, write_lines
 
 
@@ -50,6 +57,66 @@ def test_atomic_output_leaves_nothing_on_failure_and_keeps_the_old_file(tmp_path
         raise RuntimeError("crash")
     assert path.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+STORAGE_ERRORS = sorted(FULL | DENIED)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(code=st.sampled_from(STORAGE_ERRORS + [errno.EIO, errno.ENOENT]), earlier=st.booleans(),
+       named=st.sampled_from(["none", "temporary", "input"]), folder=st.booleans())  # fmt: skip
+def test_a_storage_error_while_writing_is_refused_naming_the_output(
+    tmp_path, code, earlier, named, folder
+):
+    """A full disk, a quota, a size limit, a read-only or another's folder, met while an output
+    is written: one message naming the output and the way on, the earlier output as it was and
+    nothing beside it. Any other error, or one about a file the writer reads, is not ours to
+    explain: it goes on as it was raised."""
+    where = Path(tempfile.mkdtemp(dir=tmp_path))
+    path = where / "out"
+    if earlier:
+        path.write_text("old")
+    atomic = atomic_folder(path) if folder else atomic_output(path)
+    filename = {"none": None, "input": "/data/corpus.txt"}.get(named, str(where / ".out.x"))
+    raised = OSError(code, os.strerror(code), filename)
+    with pytest.raises((OSError, StorageError)) as caught, atomic:
+        raise raised
+    if code in FULL | DENIED and named != "input":
+        assert isinstance(caught.value, StorageError)
+        message = str(caught.value)
+        assert message.startswith(f"{path} could not be written ({os.strerror(code)})")
+        assert ("is as it was, with nothing half-written" in message) == earlier and "run the same command again" in message
+    else:
+        assert caught.value is raised
+    assert [p.name for p in where.iterdir()] == (["out"] if earlier else [])
+    assert not earlier or path.read_text() == "old"
+
+
+def test_a_file_size_limit_is_refused_as_a_full_disk_is(tmp_path):
+    """A real write past RLIMIT_FSIZE (EFBIG, as a full disk fails), in a process of its own:
+    the stage's one-line refusal, exit 1, the earlier file kept, nothing beside it."""
+    path = tmp_path / "weights.bin"
+    path.write_bytes(b"old")
+    script = (
+        "import resource, sys\n"
+        "from aiayn.logs import run_stage\n"
+        "from aiayn.textio import atomic_output\n"
+        "def main():\n"
+        "    resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))\n"
+        "    with atomic_output(sys.argv[1], 'wb') as handle:\n"
+        "        handle.write(bytes(4096))\n"
+        "        handle.flush()\n"
+        "run_stage(main, sys.argv[2])\n"
+    )
+    log = tmp_path / "stage.log"
+    result = subprocess.run([sys.executable, "-c", script, str(path), str(log)],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    told = log.read_text()
+    assert f"{path} could not be written (File too large); the earlier weights.bin is" in told
+    assert "`ulimit -f`" in told and told.count("\n") == 1
+    assert path.read_bytes() == b"old" and sorted(tmp_path.iterdir()) == sorted([path, log])
 
 
 def test_an_atomic_folder_is_whole_or_the_old_one(tmp_path):

@@ -862,6 +862,36 @@ def test_a_deleted_bpe_model_is_trained_again_by_the_command_aiayn_names(quick_r
     assert "Nothing to be done" in planned.stdout + planned.stderr
 
 
+def test_averaging_on_a_full_disk_is_refused_and_the_same_command_then_writes_it(quick_run):
+    """A full disk while averaging was a traceback. Under a file size limit (EFBIG, as a full
+    disk fails) the average rule says which file, why and what to do, and leaves no part of
+    it; the same command with room writes it again."""
+    import resource
+
+    from safetensors.torch import load as load_safetensors
+
+    averaged = quick_run / "runs/quick/averaged.safetensors"
+    before = averaged.read_bytes()
+    limit = len(before) // 2  # snakemake's own records are far smaller
+
+    def small_disk():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    target = "runs/quick/averaged.safetensors"
+    command = [sys.executable, "-m", "snakemake", "--cores", "1", "--force", target]
+    failed = subprocess.run(command, cwd=quick_run, capture_output=True, text=True,
+                            preexec_fn=small_disk, timeout=600)  # fmt: skip
+    assert failed.returncode != 0
+    told = (quick_run / "logs/average/quick.log").read_text()
+    # snakemake removes a job's outputs before it runs: the earlier average is gone by then
+    assert f"{target} could not be written (File too large); no part of it is left" in told
+    assert "run the same command again" in told and "Traceback" not in told
+    assert not averaged.exists() and list(averaged.parent.glob(".averaged*")) == []
+    subprocess.run(command, cwd=quick_run, check=True, capture_output=True, timeout=600)
+    again, earlier = load_weights(averaged)["state_dict"], load_safetensors(before)
+    assert all(torch.equal(again[k], t) for k, t in earlier.items())
+
+
 def test_a_damaged_weights_file_comes_back_by_the_command_its_error_names(quick_run):
     """The message said "Delete it and rerun the workflow", and the rerun planned nothing:
     train.json was up to date (#77). Its command now writes the file again from the newest

@@ -35,7 +35,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from aiayn.errors import InputError
+from aiayn.errors import InputError, storage_refusal
 from aiayn.logs import setup_logging
 from aiayn.textio import atomic_output
 
@@ -197,7 +197,8 @@ def run_command(args: argparse.Namespace) -> int:
         return 1
     except OSError as err:  # a path the system refuses (too long, say) where none was expected
         where = f"{err.filename}: " if err.filename is not None else ""
-        log.error("%s%s (the system refused it; check the path or the file)", where, err.strerror)
+        refusal = f"{where}{err.strerror} (the system refused it; check the path or the file)"
+        log.error("%s", storage_refusal(err) or refusal)
         return 1
 
 

@@ -40,13 +40,18 @@ def progress(iterable=None, **kwargs):
 
 def run_stage(main, logfile: str | None = None) -> None:
     """Run a stage's main(); bad input is logged as one clear error and exits 1 (no traceback)."""
-    from aiayn.errors import InputError
+    from aiayn.errors import InputError, storage_refusal
 
     log = setup_logging(logfile)
     try:
         main()
     except InputError as err:
         log.error("%s", err)
+        sys.exit(1)
+    except OSError as err:  # the storage's refusal (a full disk, another's folder), not a bug
+        if (refusal := storage_refusal(err)) is None:
+            raise
+        log.error("%s", refusal)
         sys.exit(1)
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiayn.errors import InputError
+from aiayn.errors import InputError, StorageError, storage_advice
 
 BOM = b"\xef\xbb\xbf"
 DIGEST_CHUNK = 1 << 20  # bytes a file digest reads at a time
@@ -115,6 +115,21 @@ def staged_beside(path: Path, folder: bool):
     written through), given the mode a new one gets under the umask (not mkstemp's private
     0600) and renamed into place on success, removed on any failure."""
     path = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        yield from staged_and_renamed(path, folder)
+    except OSError as err:
+        advice = storage_advice(err, path.parent)
+        ours = err.filename is None or os.fspath(err.filename).startswith(str(path.parent))
+        if advice is None or not ours:  # not the output's error: an input the body read
+            raise
+        kept = (f"the earlier {path.name} is as it was, with nothing half-written beside it"
+                if path.exists() else "no part of it is left")  # fmt: skip
+        raise StorageError(
+            f"{path} could not be written ({err.strerror}); {kept}. {advice}."
+        ) from None
+
+
+def staged_and_renamed(path: Path, folder: bool):
     path.parent.mkdir(parents=True, exist_ok=True)
     if folder:
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))

@@ -32,7 +32,7 @@ from typing import NoReturn
 import torch
 
 from aiayn.config import paths
-from aiayn.errors import InputError
+from aiayn.errors import InputError, storage_refusal
 from aiayn.logs import progress, setup_logging
 from aiayn.model import Transformer
 from aiayn.precision import half_dtype
@@ -330,6 +330,11 @@ def main(argv: list[str] | None = None) -> int:
         Trainer(Experiment.from_json(args.experiment)).run()
     except (InputError, Diverged) as err:
         log.error("%s", err)
+        return 1
+    except OSError as err:  # the storage's refusal (a read-only run folder), not a bug
+        if (refusal := storage_refusal(err)) is None:
+            raise
+        log.error("%s", refusal)
         return 1
     except Stopped as stop:
         log.warning(
