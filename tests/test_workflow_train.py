@@ -866,7 +866,8 @@ def test_a_deleted_bpe_model_is_trained_again_by_the_command_aiayn_names(quick_r
 def test_averaging_on_a_full_disk_is_refused_and_the_same_command_then_writes_it(quick_run):
     """A full disk while averaging was a traceback. Under a file size limit (EFBIG, as a full
     disk fails) the average rule says which file, why and what to do, and leaves no part of
-    it; the same command with room writes it again."""
+    it; the same command with room writes it again. A read-only run folder is Snakemake's to
+    refuse, before any job."""
     import resource
 
     from safetensors.torch import load as load_safetensors
@@ -891,6 +892,18 @@ def test_averaging_on_a_full_disk_is_refused_and_the_same_command_then_writes_it
     subprocess.run(command, cwd=quick_run, check=True, capture_output=True, timeout=600)
     again, earlier = load_weights(averaged)["state_dict"], load_safetensors(before)
     assert all(torch.equal(again[k], t) for k, t in earlier.items())
+    # a read-only run folder: Snakemake refuses before any job, and the average is kept
+    folder = averaged.parent
+    if subprocess.run(["mount", "--bind", folder, folder], capture_output=True).returncode:
+        return  # mounting is not allowed here
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", folder], check=True)
+        refused = subprocess.run(command, cwd=quick_run, capture_output=True, text=True)
+    finally:
+        subprocess.run(["umount", folder], check=True)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "Write-protected output files for rule average" in refused.stderr
+    assert load_safetensors(averaged.read_bytes()).keys() == earlier.keys()
 
 
 def test_a_damaged_weights_file_comes_back_by_the_command_its_error_names(quick_run):
