@@ -119,9 +119,9 @@ def staged_beside(path: Path, folder: bool):
         yield from staged_and_renamed(path, folder)
     except OSError as err:
         advice = storage_advice(err, path.parent)
-        ours = err.filename is None or os.fspath(err.filename).startswith(str(path.parent))
-        if advice is None or not ours:  # not the output's error: an input the body read
-            raise
+        named = err.filename and Path(os.fsdecode(err.filename)).resolve()
+        if advice is None or (named and not named.is_relative_to(path.parent.resolve())):
+            raise  # not the output's error: an input the writer read, or a bug
         kept = (f"the earlier {path.name} is as it was, with nothing half-written beside it"
                 if path.exists() else "no part of it is left")  # fmt: skip
         raise StorageError(
