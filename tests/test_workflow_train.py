@@ -865,8 +865,8 @@ def test_a_deleted_bpe_model_is_trained_again_by_the_command_aiayn_names(quick_r
 
 def test_averaging_on_a_full_disk_is_refused_and_the_same_command_then_writes_it(quick_run):
     """A full disk while averaging was a traceback. Under a file size limit (EFBIG, as a full
-    disk fails) the average rule says which file, why and what to do, and leaves no part of
-    it; the same command with room writes it again. A read-only run folder is Snakemake's to
+    disk fails) the average rule says which file, why and what to do, and leaves nothing
+    half-written; the same command with room writes it again. A read-only run folder is Snakemake's to
     refuse, before any job."""
     import resource
 
@@ -886,8 +886,9 @@ def test_averaging_on_a_full_disk_is_refused_and_the_same_command_then_writes_it
     assert failed.returncode != 0
     told = (quick_run / "logs/average/quick.log").read_text()
     # snakemake removes a job's outputs before it runs: the earlier average is gone by then
-    assert f"{target} could not be written (File too large); no part of it is left" in told
-    assert "run the same command again" in told and "Traceback" not in told
+    assert f"{target} could not be written (File too large). The disk" in told
+    assert "run the same command again" in told and "none is half-written" in told
+    assert "Traceback" not in told
     assert not averaged.exists() and list(averaged.parent.glob(".averaged*")) == []
     subprocess.run(command, cwd=quick_run, check=True, capture_output=True, timeout=600)
     again, earlier = load_weights(averaged)["state_dict"], load_safetensors(before)

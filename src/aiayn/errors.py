@@ -1,4 +1,5 @@
-"""The one exception type for bad user input, so entry scripts can print it without a traceback."""
+"""Bad input and the storage's refusals, each one clear message that entry scripts print
+without a traceback."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 
 FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # a full disk or quota, a file size limit
 DENIED = {errno.EROFS, errno.EACCES, errno.EPERM}  # a read-only file system, another's folder
+WHOLE = "Outputs are written under a temporary name and renamed when whole: none is half-written"
 
 
 class InputError(ValueError):
@@ -18,22 +20,18 @@ class StorageError(InputError):
     kept and how to go on. Reported like bad input: one clear message, no traceback."""
 
 
-def storage_advice(err: OSError, folder) -> str | None:
-    """What a user does about an error of the storage under `folder`; None for any other error
-    (a bug's OSError keeps its traceback)."""
-    if err.errno in FULL:
-        return (f"The disk, your quota or the file size limit (`ulimit -f`) is reached there: "
-                f"free space (`df -h {folder}`) or work on a bigger disk, then run the same "
-                "command again")  # fmt: skip
-    if err.errno in DENIED:
-        return (f"You may not write or read there: make it and {folder} writable for you "
-                f"(`ls -ld {folder}` shows its owner and mode), or work in a folder you own, "
-                "then run the same command again")  # fmt: skip
-    return None
-
-
 def storage_refusal(err: OSError) -> str | None:
-    """The one-line refusal for an error of the storage, naming the file; None for others."""
+    """One line for an error of the storage (a full disk, a folder not yours): the file, why,
+    and what to do; None for any other error, which keeps its traceback (a bug's)."""
     folder = os.path.dirname(os.path.abspath(err.filename)) if err.filename else "."
-    advice = storage_advice(err, folder)
-    return advice and f"{err.filename or 'a file'}: {err.strerror}. {advice}."
+    if err.errno in FULL:
+        return (f"{err.filename or 'a file'} could not be written ({err.strerror}). The disk, "
+                f"your quota or the file size limit (`ulimit -f`) is reached there: free space "
+                f"(`df -h {folder}`) or work on a bigger disk, then run the same command "
+                f"again. {WHOLE}.")  # fmt: skip
+    if err.errno in DENIED:
+        return (f"{err.filename or 'a file'} could not be written or read ({err.strerror}): "
+                f"make it and {folder} yours or writable for you (`ls -ld {folder}` shows "
+                "their owner and mode), or work in a folder you own, then run the same "
+                f"command again. {WHOLE}.")  # fmt: skip
+    return None

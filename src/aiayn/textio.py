@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiayn.errors import InputError, StorageError, storage_advice
+from aiayn.errors import DENIED, FULL, InputError
 
 BOM = b"\xef\xbb\xbf"
 DIGEST_CHUNK = 1 << 20  # bytes a file digest reads at a time
@@ -117,16 +117,13 @@ def staged_beside(path: Path, folder: bool):
     path = Path(os.path.realpath(path)) if path.is_symlink() else path
     try:
         yield from staged_and_renamed(path, folder)
-    except OSError as err:
-        advice = storage_advice(err, path.parent)
+    except OSError as err:  # a full disk, a folder not ours: named by the output, not its stand-in
         named = err.filename and Path(os.fsdecode(err.filename)).resolve()
-        if advice is None or (named and not named.is_relative_to(path.parent.resolve())):
-            raise  # not the output's error: an input the writer read, or a bug
-        kept = (f"the earlier {path.name} is as it was, with nothing half-written beside it"
-                if path.exists() else "no part of it is left")  # fmt: skip
-        raise StorageError(
-            f"{path} could not be written ({err.strerror}); {kept}. {advice}."
-        ) from None
+        if err.errno not in FULL | DENIED:
+            raise
+        if named and not named.is_relative_to(path.parent.resolve()):
+            raise  # not the output's error: an input the writer read
+        raise OSError(err.errno, err.strerror, str(path)) from None
 
 
 def staged_and_renamed(path: Path, folder: bool):
