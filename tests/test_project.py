@@ -495,8 +495,8 @@ def test_aiayn_results_names_a_hand_edit_a_literal_param_and_an_unreadable_recor
     found = states()
     assert found["results/toy_seeds"].startswith("unreadable: results/toy_seeds/run.json (")
     wmt = found["results/wmt14_en_de_sample"]
-    assert wmt.startswith("stale: ") and "code of score (rules/score.smk: params of score)" in wmt
-    assert "code of score" not in before["results/wmt14_en_de_sample"]
+    assert wmt.startswith("stale: ") and "rules/score.smk: params of score)" in wmt
+    assert "rules/score.smk" not in before["results/wmt14_en_de_sample"]
     assert found["results/ptb_sample"] == before["results/ptb_sample"]  # no score rule
 
 
