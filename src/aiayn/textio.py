@@ -118,9 +118,9 @@ def staged_beside(path: Path, folder: bool):
     try:
         yield from staged_and_renamed(path, folder)
     except OSError as err:  # a full disk, a folder not ours: named by the output, not its stand-in
-        named = err.filename and Path(os.fsdecode(err.filename)).resolve()
         if err.errno not in FULL | DENIED:
             raise
+        named = err.filename and Path(os.fsdecode(err.filename)).resolve()
         if named and not named.is_relative_to(path.parent.resolve()):
             raise  # not the output's error: an input the writer read
         raise OSError(err.errno, err.strerror, str(path)) from None
