@@ -1,9 +1,13 @@
 """FLOP counting: a multiply-add per weight per position, plus the attention products."""
 
+import json
+import logging
+
 import pytest
 import torch
 
-from aiayn.flops import forward_flops, sustained_tflops, training_flops
+import aiayn.flops
+from aiayn.flops import forward_flops, known_tflops, rate_cache, sustained_tflops, training_flops
 from aiayn.model import Transformer
 from aiayn.model_config import build_config
 from aiayn.paper import TABLE2, paper_cost, paper_training_cost
@@ -34,6 +38,70 @@ def test_flops_grow_with_batch_and_quadratically_in_attention():
 
 def test_sustained_tflops_is_measured():
     assert sustained_tflops(torch.device("cpu"), torch.float32, seconds=0.05, repeats=3) > 0
+
+
+@pytest.fixture
+def measured(monkeypatch, tmp_path):
+    """A cache folder of the test's own, and the (device, dtype) pairs actually measured."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    calls = []
+
+    def measure(device, dtype):
+        calls.append((device.type, dtype))
+        return sustained_tflops(device, dtype, seconds=0.02, repeats=1)
+
+    monkeypatch.setattr(aiayn.flops, "sustained_tflops", measure)
+    return calls
+
+
+def test_a_rate_is_measured_once_per_device_and_dtype_then_read(measured):
+    cpu = torch.device("cpu")
+    fp32 = known_tflops(cpu, torch.float32)
+    assert known_tflops(cpu, torch.float32) == fp32 > 0
+    known_tflops(cpu, torch.bfloat16)
+    assert measured == [("cpu", torch.float32), ("cpu", torch.bfloat16)]
+    (kept,) = [v for k, v in json.loads(rate_cache().read_text()).items() if "float32" in k]
+    assert kept["tflops"] == fp32 and kept["measured"]
+    torch.set_num_threads(torch.get_num_threads() + 1)  # another CPU setting: its own rate
+    try:
+        known_tflops(cpu, torch.float32)
+    finally:
+        torch.set_num_threads(torch.get_num_threads() - 1)
+    assert len(measured) == 3
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        "{",
+        "[]",
+        '{"K": 3}',
+        '{"K": {"tflops": "fast"}}',
+        '{"K": {"tflops": -1.0}}',
+        '{"K": {"tflops": NaN}}',
+        '{"K": {}}',
+    ],  # fmt: skip
+)
+def test_a_damaged_cache_is_measured_again_and_mended(measured, damaged):
+    cpu = torch.device("cpu")
+    known_tflops(cpu, torch.float32)
+    key = next(iter(json.loads(rate_cache().read_text())))
+    rate_cache().write_text(damaged.replace('"K"', json.dumps(key)))
+    assert known_tflops(cpu, torch.float32) > 0
+    assert known_tflops(cpu, torch.float32) > 0
+    assert len(measured) == 2  # measured again once, then read
+    assert json.loads(rate_cache().read_text())[key]["tflops"] > 0
+
+
+def test_a_cache_that_cannot_be_written_costs_a_measurement_not_the_run(
+    measured, monkeypatch, read_only_folder, caplog
+):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(read_only_folder))
+    with caplog.at_level(logging.WARNING, logger="aiayn.flops"):
+        assert known_tflops(torch.device("cpu"), torch.float32) > 0
+        assert known_tflops(torch.device("cpu"), torch.float32) > 0
+    assert len(measured) == 2
+    assert "the device's rate was not kept (Read-only file system)" in caplog.text
 
 
 def test_the_papers_table2_costs_come_from_its_formula_and_hardware():

@@ -7,13 +7,19 @@ backward twice as costly). Counts follow the padded shapes the hardware actually
 
 from __future__ import annotations
 
+import json
+import logging
+import math
 import os
 import platform
+import socket
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiayn.model_config import TransformerConfig
+from aiayn.textio import atomic_output
 
 if TYPE_CHECKING:  # torch is imported where a device is measured: counting must stay light,
     import torch  # since the workflow counts FLOPs when it loads (the GPU-hours estimate)
@@ -51,7 +57,65 @@ def training_flops(config: TransformerConfig, batch: int, source_len: int, targe
 
 
 RATE_REPEATS, RATE_SECONDS = 5, 0.6  # a sustained rate: the median of 5 runs of 0.6 s each
-RATE_METHOD = f"median of {RATE_REPEATS} matrix-multiply runs of {RATE_SECONDS} s each"
+RATE_METHOD = (
+    f"median of {RATE_REPEATS} matrix-multiply runs of {RATE_SECONDS} s each, measured the first "
+    "time a host trains on the device and then read from aiayn's cache"
+)
+log = logging.getLogger(__name__)
+
+
+def rate_cache() -> Path:
+    """Where measured rates are kept: the user's cache folder ($XDG_CACHE_HOME or ~/.cache)."""
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "aiayn" / "device_rates.json"
+
+
+def known_tflops(device: torch.device, dtype: torch.dtype) -> float:
+    """sustained_tflops, measured once per host, device, dtype and torch build, and kept in
+    rate_cache(): the rate is the hardware's, and measuring it takes 3 s, a quarter of a short
+    training process. Deleting the file measures again; a cache that cannot be written costs
+    only a measurement at the next training."""
+    import torch
+
+    key = " | ".join(
+        (socket.gethostname(), device_name(device), str(dtype), f"torch {torch.__version__}")
+    )
+    path = rate_cache()
+    rates = read_rates(path)
+    if key in rates:
+        return rates[key]["tflops"]
+    tflops = sustained_tflops(device, dtype)
+    rates[key] = {"tflops": tflops, "measured": datetime.now(UTC).isoformat()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_output(path) as handle:
+            json.dump(rates, handle, indent=1)
+    except OSError as err:
+        reason = err.strerror or err
+        log.warning(
+            "%s: the device's rate was not kept (%s); the next training measures it again",
+            path,
+            reason,
+        )
+    return tflops
+
+
+def read_rates(path: Path) -> dict:
+    """The cache's rates by key; an unreadable file or entry counts as not measured."""
+    try:
+        rates = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(rates, dict):
+        return {}
+    return {
+        key: entry
+        for key, entry in rates.items()
+        if isinstance(entry, dict)
+        and isinstance(entry.get("tflops"), float)
+        and math.isfinite(entry["tflops"])
+        and entry["tflops"] > 0
+    }
 
 
 def sustained_tflops(

@@ -426,7 +426,7 @@ TABLE2_CAPTION = (
     "sentences). Training cost the paper's "
     "way is hours x devices x sustained single-precision TFLOPS (the paper's own rows: 8 P100 "
     "at 9.5; ours: the device's sustained fp32 matrix-multiply rate, TF32 off, the "
-    f"{RATE_METHOD} at the end of training); the bf16 column "
+    f"{RATE_METHOD}); the bf16 column "
     "is the same hours at the device's measured bf16 rate, for runs trained in bf16; counted "
     "FLOPs are 3 x the forward pass on the padded batches trained on. " + MARKS_NOTE + " {seeds}"
 )

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from aiayn.config import paths
-from aiayn.flops import RATE_METHOD, device_name, sustained_tflops
+from aiayn.flops import RATE_METHOD, device_name, known_tflops
 from aiayn.precision import half_dtype
 from aiayn.software import cpu_kernels, software_versions
 from aiayn.textio import atomic_output
@@ -174,11 +174,7 @@ def write_summary(
         "compiled_graphs": compiled_graphs() if settings.compile else None,
         "device": str(device),
         "device_name": device_name(device),
-        # Table 2: the paper's way costs with fp32 (TF32 off); bf16 beside it, labelled.
-        "device_tflops_fp32": sustained_tflops(device, torch.float32),
-        "device_tflops_bf16": sustained_tflops(device, half) if half == torch.bfloat16 else None,
-        "device_tflops_fp16": sustained_tflops(device, half) if half == torch.float16 else None,
-        "device_tflops_method": RATE_METHOD,
+        **(device_rates(device, half) if shape.rank == 0 else {}),  # only rank 0 writes
         "software": software_versions(device),  # what another machine must match (docs/results.md)
         "cpu": cpu_kernels(),  # and what moves a CPU's floats: vector ISA, threads, BLAS
         "train_flops": state["train_flops"],
@@ -192,6 +188,16 @@ def write_summary(
         with atomic_output(run_dir / paths.TRAIN_SUMMARY) as handle:
             json.dump(summary, handle, indent=2)
     return summary
+
+
+def device_rates(device: torch.device, half: torch.dtype) -> dict:
+    """Table 2's rates: the paper's way costs with fp32 (TF32 off); bf16 beside it, labelled."""
+    return {
+        "device_tflops_fp32": known_tflops(device, torch.float32),
+        "device_tflops_bf16": known_tflops(device, half) if half == torch.bfloat16 else None,
+        "device_tflops_fp16": known_tflops(device, half) if half == torch.float16 else None,
+        "device_tflops_method": RATE_METHOD,
+    }
 
 
 def average_rule(settings, averaged: int) -> dict:
