@@ -101,6 +101,123 @@ def test_an_edit_within_one_process_is_seen_by_the_imports_and_the_version(tmp_p
     assert file_meaning_version(entry) != version
 
 
+@pytest.fixture
+def new_process(monkeypatch, tmp_path):
+    """Starts code versioning as a new process would, with a cache folder of the test's own:
+    call it again for the next process (what the last one kept is read from the cache)."""
+    from aiayn.config import code_meaning, workflow
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    def start() -> code_meaning.KeptFacts:
+        code_meaning.cached_facts.cache_clear()
+        workflow.cached_imported_names.cache_clear()
+        kept = code_meaning.KeptFacts()
+        monkeypatch.setattr(code_meaning, "KEPT", kept)
+        return kept
+
+    yield start
+    code_meaning.cached_facts.cache_clear()
+    workflow.cached_imported_names.cache_clear()
+
+
+def every_stage_version() -> dict:
+    from aiayn.config.versions import code_versions
+
+    scripts = sorted((PROJECT / "workflow_scripts").glob("*.py"))
+    return {script.name: code_versions(script, PROJECT) for script in scripts}
+
+
+def test_a_process_reads_what_the_last_one_parsed_and_gets_the_same_versions(
+    new_process, monkeypatch
+):
+    """A file's version and imports are kept by its content: the next process parses none of
+    the files versioned before, and every stage's versions and module set are the same."""
+    import ast
+
+    from aiayn.config import code_meaning
+
+    new_process()
+    parsed = every_stage_version()
+    code_meaning.KEPT.save()
+    new_process()
+
+    parse, files_parsed = ast.parse, []
+
+    def parse_and_count(source, filename="<unknown>", *args, **kwargs):
+        files_parsed.append(filename)
+        return parse(source, filename, *args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", parse_and_count)
+    again = every_stage_version()
+    assert files_parsed == []
+    assert again == parsed
+
+
+def test_an_edit_keeping_size_and_time_is_seen_by_the_next_process(new_process, tmp_path):
+    import os
+
+    from aiayn.config import code_meaning
+    from aiayn.config.code_meaning import file_meaning_version
+
+    module = tmp_path / "module.py"
+    module.write_text("from a import b\nX = 1\n")
+    stamp = module.stat().st_mtime_ns
+    new_process()
+    before = file_meaning_version(module)
+    code_meaning.KEPT.save()
+    module.write_text("from a import c\nX = 2\n")
+    os.utime(module, ns=(stamp, stamp))
+    new_process()
+    assert file_meaning_version(module) == meaning_version(module.read_text()) != before
+    assert code_meaning.file_imports(module) == [["from", 0, "a", ["c"]]]
+
+
+DAMAGED_CACHES = [
+    "{",
+    "[]",
+    '{"tool": "TOOL", "files": []}',
+    '{"tool": "TOOL", "files": {"FILE": {"meaning": 5, "imports": []}}}',
+    '{"tool": "TOOL", "files": {"FILE": {"meaning": "0", "imports": [["import", "aiayn"]]}}}',
+    '{"tool": "TOOL", "files": {"FILE": {"meaning": "0", "imports": [["from", "1", "", []]]}}}',
+    '{"tool": "TOOL", "files": {"FILE": {"meaning": "0"}}}',
+    '{"tool": "another parser", "files": {"FILE": {"meaning": "0", "imports": []}}}',
+]
+
+
+@pytest.mark.parametrize("damaged", DAMAGED_CACHES)
+def test_a_damaged_or_foreign_cache_is_not_trusted_and_is_mended(new_process, damaged):
+    """Entries of another shape, or kept by another version of the parser or Python, give way
+    to parsing; the process then writes its own."""
+    import hashlib
+
+    from aiayn.cache import read_cache
+
+    kept = new_process()
+    expected = every_stage_version()
+    script = PROJECT / "workflow_scripts" / "train.py"
+    content = hashlib.sha256(script.read_bytes()).hexdigest()
+    kept.path.parent.mkdir(parents=True)
+    kept.path.write_text(damaged.replace("TOOL", kept.tool).replace("FILE", content))
+    kept = new_process()
+    assert every_stage_version() == expected
+    kept.save()
+    mended = read_cache(kept.path)
+    assert mended["tool"] == kept.tool
+    assert mended["files"][content]["meaning"] == meaning_version(script.read_text())
+
+
+def test_a_cache_folder_that_cannot_be_written_costs_only_the_parse(
+    new_process, monkeypatch, read_only_folder
+):
+    expected = (new_process(), every_stage_version())[1]
+    monkeypatch.setenv("XDG_CACHE_HOME", str(read_only_folder))
+    kept = new_process()
+    assert every_stage_version() == expected
+    kept.save()  # nothing written, nothing raised
+    assert not any(read_only_folder.iterdir())
+
+
 def test_each_rule_hashes_the_modules_its_stage_runs_and_not_other_stages():
     scripts = PROJECT / "workflow_scripts"
     train = names(package_modules(scripts / "train.py", SRC))

@@ -7,7 +7,6 @@ backward twice as costly). Counts follow the padded shapes the hardware actually
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -18,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from aiayn.cache import cache_file, read_cache, write_cache
 from aiayn.model_config import TransformerConfig
-from aiayn.textio import atomic_output
 
 if TYPE_CHECKING:  # torch is imported where a device is measured: counting must stay light,
     import torch  # since the workflow counts FLOPs when it loads (the GPU-hours estimate)
@@ -65,9 +64,7 @@ log = logging.getLogger(__name__)
 
 
 def rate_cache() -> Path:
-    """Where measured rates are kept: the user's cache folder ($XDG_CACHE_HOME or ~/.cache)."""
-    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(root) / "aiayn" / "device_rates.json"
+    return cache_file("device_rates.json")
 
 
 def known_tflops(device: torch.device, dtype: torch.dtype) -> float:
@@ -80,42 +77,28 @@ def known_tflops(device: torch.device, dtype: torch.dtype) -> float:
     key = " | ".join(
         (socket.gethostname(), device_name(device), str(dtype), f"torch {torch.__version__}")
     )
-    path = rate_cache()
-    rates = read_rates(path)
+    rates = {key: entry for key, entry in read_cache(rate_cache()).items() if is_rate(entry)}
     if key in rates:
         return rates[key]["tflops"]
     tflops = sustained_tflops(device, dtype)
     rates[key] = {"tflops": tflops, "measured": datetime.now(UTC).isoformat()}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_output(path) as handle:
-            json.dump(rates, handle, indent=1)
-    except OSError as err:
+    if err := write_cache(rate_cache(), rates):
         reason = err.strerror or err
         log.warning(
             "%s: the device's rate was not kept (%s); the next training measures it again",
-            path,
+            rate_cache(),
             reason,
         )
     return tflops
 
 
-def read_rates(path: Path) -> dict:
-    """The cache's rates by key; an unreadable file or entry counts as not measured."""
-    try:
-        rates = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(rates, dict):
-        return {}
-    return {
-        key: entry
-        for key, entry in rates.items()
-        if isinstance(entry, dict)
+def is_rate(entry) -> bool:
+    return (
+        isinstance(entry, dict)
         and isinstance(entry.get("tflops"), float)
         and math.isfinite(entry["tflops"])
         and entry["tflops"] > 0
-    }
+    )
 
 
 def sustained_tflops(

@@ -24,10 +24,14 @@ same version for the same code.
 from __future__ import annotations
 
 import ast
+import atexit
 import functools
 import hashlib
 import os
+import sys
 from pathlib import Path
+
+from aiayn.cache import cache_file, read_cache, write_cache
 
 # Fields that never change what the code does: a string's `u` prefix, `# type:` comments
 IGNORED_FIELDS = {"kind", "type_comment", "type_ignores"}
@@ -36,28 +40,113 @@ IMPORTS = (ast.Import, ast.ImportFrom)
 
 def meaning_version(source: str, filename: str = "<source>") -> str:
     """16 hex digits of the source's canonical syntax tree (see the module's docstring)."""
-    tree = ast.parse(source, filename=filename)
+    return tree_version(ast.parse(source, filename=filename))
+
+
+def tree_version(tree: ast.Module) -> str:
     return hashlib.sha256(canonical(tree).encode()).hexdigest()[:16]
 
 
 def file_meaning_version(path: Path) -> str:
-    """`meaning_version` of a file's text; a file unchanged since (same modification time and
-    size) is not hashed again: every rule and stage of a study versions the shared modules."""
+    """`meaning_version` of a file's text, found once per content (cached_facts): every rule
+    and stage of a study versions the shared modules."""
+    return file_facts(path)["meaning"]
+
+
+def file_imports(path: Path) -> list[list]:
+    """The file's import statements, in order: ["import", names] for `import a.b`, and
+    ["from", level, module or "", names] for `from ..a import b, c`."""
+    return file_facts(path)["imports"]
+
+
+def file_facts(path: Path) -> dict:
     status = os.stat(path)
-    return cached_version(str(Path(path).resolve()), status.st_mtime_ns, status.st_size)
+    return cached_facts(str(Path(path).resolve()), status.st_mtime_ns, status.st_size)
 
 
 @functools.lru_cache(maxsize=4096)
-def cached_version(path: str, modified_ns: int, size: int) -> str:
-    tree = parsed_file(path, modified_ns, size)
-    return hashlib.sha256(canonical(tree).encode()).hexdigest()[:16]
+def cached_facts(path: str, modified_ns: int, size: int) -> dict:
+    """A file's version and imports, found once per content: a snakemake start versions about
+    100 files, and parsing them took a second of every start (each cluster job's included)."""
+    data = Path(path).read_bytes()
+    content = hashlib.sha256(data).hexdigest()
+    if (known := KEPT.get(content)) is not None:
+        return known
+    tree = ast.parse(data.decode("utf-8"), filename=path)
+    facts = {
+        "meaning": tree_version(tree),
+        "imports": import_statements(tree),
+    }
+    KEPT.add(content, facts)
+    return facts
 
 
-@functools.lru_cache(maxsize=4096)
-def parsed_file(path: str, modified_ns: int, size: int) -> ast.Module:
-    """A file's syntax tree, parsed once for its version and its imports
-    (aiayn.config.workflow.imported_names); never modified by either."""
-    return ast.parse(Path(path).read_text(encoding="utf-8"), filename=path)
+def import_statements(tree: ast.Module) -> list[list]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.append(["import", [alias.name for alias in node.names]])
+        elif isinstance(node, ast.ImportFrom):
+            names = [alias.name for alias in node.names]
+            found.append(["from", node.level, node.module or "", names])
+    return found
+
+
+class KeptFacts:
+    """Facts by content digest, kept in the user's cache (aiayn.cache) for the next process.
+    They are valid for this module's text and this Python (whose syntax trees they read); a
+    file kept by another is set aside. New facts are written once, as the process ends."""
+
+    LIMIT = 4096  # files; the oldest go first
+
+    def __init__(self) -> None:
+        self.path = cache_file("code_meaning.json")
+        self.tool = hashlib.sha256(Path(__file__).read_bytes() + sys.version.encode()).hexdigest()
+        self.files: dict[str, dict] | None = None
+        self.new: dict[str, dict] = {}
+
+    def read(self) -> dict[str, dict]:
+        kept = read_cache(self.path)
+        files = kept.get("files") if kept.get("tool") == self.tool else None
+        return {k: v for k, v in files.items() if is_facts(v)} if isinstance(files, dict) else {}
+
+    def get(self, content: str) -> dict | None:
+        if self.files is None:
+            self.files = self.read()
+        return self.files.get(content)
+
+    def add(self, content: str, facts: dict) -> None:
+        if not self.new:
+            atexit.register(self.save)
+        self.new[content] = facts
+
+    def save(self) -> None:
+        """Add the new facts to what the file holds now (another process may have written)."""
+        files = {k: v for k, v in self.read().items() if k not in self.new}
+        files.update(self.new)
+        write_cache(
+            self.path, {"tool": self.tool, "files": dict(list(files.items())[-self.LIMIT :])}
+        )
+
+
+def is_facts(facts) -> bool:
+    """A kept entry of the shape cached_facts gives, or not to be trusted."""
+    if not isinstance(facts, dict) or not isinstance(facts.get("meaning"), str):
+        return False
+    statements = facts.get("imports")
+    return isinstance(statements, list) and all(map(is_import, statements))
+
+
+def is_import(statement) -> bool:
+    match statement:
+        case ["import", [*names]]:
+            return all(isinstance(name, str) for name in names)
+        case ["from", int(), str(), [*names]]:
+            return all(isinstance(name, str) for name in names)
+    return False
+
+
+KEPT = KeptFacts()
 
 
 LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical"}
