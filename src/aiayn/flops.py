@@ -77,7 +77,7 @@ def known_tflops(device: torch.device, dtype: torch.dtype) -> float:
     key = " | ".join(
         (socket.gethostname(), device_name(device), str(dtype), f"torch {torch.__version__}")
     )
-    rates = {key: entry for key, entry in read_cache(rate_cache()).items() if is_rate(entry)}
+    rates = {known: rate for known, rate in read_cache(rate_cache()).items() if is_rate(rate)}
     if key in rates:
         return rates[key]["tflops"]
     tflops = sustained_tflops(device, dtype)

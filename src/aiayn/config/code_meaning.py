@@ -94,8 +94,9 @@ def import_statements(tree: ast.Module) -> list[list]:
 
 class KeptFacts:
     """Facts by content digest, kept in the user's cache (aiayn.cache) for the next process.
-    They are valid for this module's text and this Python (whose syntax trees they read); a
-    file kept by another is set aside. New facts are written once, as the process ends."""
+    They hold for this module's text and this Python (whose syntax trees they read): a cache
+    written under another is not read, and is replaced. New facts are written once, as the
+    process ends."""
 
     LIMIT = 4096  # files; the oldest go first
 
@@ -124,9 +125,8 @@ class KeptFacts:
         """Add the new facts to what the file holds now (another process may have written)."""
         files = {k: v for k, v in self.read().items() if k not in self.new}
         files.update(self.new)
-        write_cache(
-            self.path, {"tool": self.tool, "files": dict(list(files.items())[-self.LIMIT :])}
-        )
+        recent = dict(list(files.items())[-self.LIMIT :])
+        write_cache(self.path, {"tool": self.tool, "files": recent})
 
 
 def is_facts(facts) -> bool:
