@@ -191,7 +191,7 @@ def test_a_damaged_or_foreign_cache_is_not_trusted_and_is_mended(new_process, da
     to parsing; the process then writes its own."""
     import hashlib
 
-    from aiayn.cache import read_cache
+    from aiayn.textio import read_cache
 
     kept = new_process()
     expected = every_stage_version()

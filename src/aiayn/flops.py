@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aiayn.cache import cache_file, read_cache, write_cache
 from aiayn.model_config import TransformerConfig
+from aiayn.textio import read_cache, user_cache, write_cache
 
 if TYPE_CHECKING:  # torch is imported where a device is measured: counting must stay light,
     import torch  # since the workflow counts FLOPs when it loads (the GPU-hours estimate)
@@ -64,7 +64,7 @@ log = logging.getLogger(__name__)
 
 
 def rate_cache() -> Path:
-    return cache_file("device_rates.json")
+    return user_cache("device_rates.json")
 
 
 def known_tflops(device: torch.device, dtype: torch.dtype) -> float:

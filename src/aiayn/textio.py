@@ -194,3 +194,36 @@ def file_sha256(path: str | os.PathLike) -> str:
         while chunk := handle.read(DIGEST_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+# The user's cache ($XDG_CACHE_HOME/aiayn, else ~/.cache/aiayn) of what is costly to find and
+# cannot change while its key holds: a device's measured rate (aiayn.flops), a source file's
+# version by meaning (aiayn.config.code_meaning). A cache file that is missing, damaged or
+# cannot be written costs only the work it saves: what is read from it is checked for its shape
+# by its reader, and no run fails for it.
+
+
+def user_cache(name: str) -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "aiayn" / name
+
+
+def read_cache(path: Path) -> dict:
+    """The file's mapping, or an empty one where it is missing or not a JSON object."""
+    import json
+
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return kept if isinstance(kept, dict) else {}
+
+
+def write_cache(path: Path, kept: dict) -> OSError | None:
+    """Write the mapping whole; the error where the folder cannot take it, for a warning."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, kept)
+    except OSError as err:
+        return err
+    return None

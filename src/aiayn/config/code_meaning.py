@@ -31,7 +31,7 @@ import os
 import sys
 from pathlib import Path
 
-from aiayn.cache import cache_file, read_cache, write_cache
+from aiayn.textio import read_cache, user_cache, write_cache
 
 # Fields that never change what the code does: a string's `u` prefix, `# type:` comments
 IGNORED_FIELDS = {"kind", "type_comment", "type_ignores"}
@@ -93,7 +93,7 @@ def import_statements(tree: ast.Module) -> list[list]:
 
 
 class KeptFacts:
-    """Facts by content digest, kept in the user's cache (aiayn.cache) for the next process.
+    """Facts by content digest, kept in the user's cache (aiayn.textio) for the next process.
     They hold for this module's text and this Python (whose syntax trees they read): a cache
     written under another is not read, and is replaced. New facts are written once, as the
     process ends."""
@@ -101,7 +101,7 @@ class KeptFacts:
     LIMIT = 4096  # files; the oldest go first
 
     def __init__(self) -> None:
-        self.path = cache_file("code_meaning.json")
+        self.path = user_cache("code_meaning.json")
         self.tool = hashlib.sha256(Path(__file__).read_bytes() + sys.version.encode()).hexdigest()
         self.files: dict[str, dict] | None = None
         self.new: dict[str, dict] = {}
