@@ -77,16 +77,17 @@ def known_tflops(device: torch.device, dtype: torch.dtype) -> float:
     key = " | ".join(
         (socket.gethostname(), device_name(device), str(dtype), f"torch {torch.__version__}")
     )
-    rates = {known: rate for known, rate in read_cache(rate_cache()).items() if is_rate(rate)}
+    path = rate_cache()
+    rates = {known: rate for known, rate in read_cache(path).items() if is_rate(rate)}
     if key in rates:
         return rates[key]["tflops"]
     tflops = sustained_tflops(device, dtype)
     rates[key] = {"tflops": tflops, "measured": datetime.now(UTC).isoformat()}
-    if err := write_cache(rate_cache(), rates):
+    if err := write_cache(path, rates):
         reason = err.strerror or err
         log.warning(
             "%s: the device's rate was not kept (%s); the next training measures it again",
-            rate_cache(),
+            path,
             reason,
         )
     return tflops
