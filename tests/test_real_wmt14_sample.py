@@ -23,12 +23,13 @@ def wmt14_sample_run(tmp_path_factory) -> Path:
     cache = stage_sacrebleu_cache(base / "sacrebleu")
     project = copy_project(base / "project")
     # What this proves is the data's path (download, detokenizing, both test sets through
-    # sacrebleu, the tables), not learning: 100 steps of 3000 real tokens, and greedy search
+    # sacrebleu, the tables), not learning: 20 steps of 3000 real tokens, and greedy search
     # with outputs at most 10 pieces longer than their source, since a model this young
     # repeats words until its length limit (at 200 steps and beam 4, 3.2 times the references'
     # length, and its four decodes took 612 s, two at a time, of the fixture's 703 s in CI).
     # One seed: the preset's five are for deriving its tolerance (docs/results.md).
-    train = {"max_steps": 100, "dev_every_steps": 50, "tokens_per_step": 3000}
+    train = {"max_steps": 20, "dev_every_steps": 20, "checkpoint_every_steps": 10,
+             "tokens_per_step": 3000}  # fmt: skip
     decode = {"search": "greedy", "max_length_offset": 10}
     overlay = write_overlay(  # the preset, refined: the shared copy, a CI-sized training
         project,
