@@ -113,24 +113,24 @@ def slurm_controller() -> subprocess.CompletedProcess | None:
     )
 
 
-# How many minutes each heavy test module took on the 2-core CI machine (pytest --durations=0,
-# summed per module: a fresh-clone CI run at 0cfbf30, 40 min in all; docs/development.md).
+# How many minutes each heavy test module took on a 2-core CI machine (pytest --durations=0,
+# summed per module: a fresh-clone CI run at 54b435d, 49 min in all; docs/development.md).
 # pytest-xdist gives a module's tests to one worker (--dist loadfile), so a module's expensive
 # run (a module fixture: the trained default run, the Multi30k, WMT-sample or treebank run) is
 # built once; the modules start longest first, so that the two workers run out of work at about
 # the same time. A module not listed counts 0.
 MINUTES = {
-    "test_workflow_train.py": 13.5,
-    "test_train.py": 10,
-    "test_real_multi30k.py": 10,
-    "test_real_parsing.py": 9,
-    "test_faults.py": 7.5,
-    "test_slurm.py": 7,
+    "test_workflow_train.py": 27,
+    "test_train.py": 14,
+    "test_real_multi30k.py": 11,
+    "test_real_parsing.py": 8,
+    "test_slurm.py": 8,
+    "test_faults.py": 6,
     "test_gpu_suite.py": 5,
-    "test_real_wmt14_sample.py": 4,
-    "test_project.py": 3.5,
-    "test_workflow.py": 1.5,
-    "test_studies.py": 1.5,
+    "test_workflow.py": 3,
+    "test_real_wmt14_sample.py": 2.5,
+    "test_studies.py": 2,
+    "test_project.py": 2,
 }
 
 
