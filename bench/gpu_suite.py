@@ -253,8 +253,8 @@ def install(pack: Path, out: Path, deadline: float, smoke: bool) -> str:
     python = (pack / "python").read_text().strip() if (pack / "python").exists() else None
     if python is not None and python != THIS_PYTHON:
         return f"skipped: the wheels are for Python {python}, this is {THIS_PYTHON}"
-    # --no-compile: Python compiles a module when it is first imported; pip would compile
-    # every file of every package first (26 of torch's 35 s of install here)
+    # --no-compile: Python compiles a module when it is first imported; pip would first compile
+    # every file of every package, most never imported by the call
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--find-links",
                pack / "wheels", "--disable-pip-version-check", "--no-compile"]  # fmt: skip
     status = run_capped([*command, "-r", pack / "requirements.txt"], deadline, out)
