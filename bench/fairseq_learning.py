@@ -81,34 +81,34 @@ def export_to_fairseq(work: Path, dest: Path, fairseq_python: str) -> Path:
 # ---- the two trainers -----------------------------------------------------------------------
 
 
-def ours_config(work: Path, args) -> tuple[Path, dict]:
-    """configs/multi30k.yaml's multi30k_small, with this benchmark's steps, seeds and dev steps:
-    the config file, and the experiment's entry."""
+def ours_config(work: Path, args, name: str = EXPERIMENT, **train) -> tuple[Path, dict]:
+    """configs/multi30k.yaml's multi30k_small as experiment `name`, with this benchmark's steps,
+    seeds and dev steps and any other `train` settings: the config file, and the experiment."""
     study = yaml.safe_load((benchlib.PROJECT / "configs/multi30k.yaml").read_text())
     experiment = study["experiments"]["multi30k_small"]
     experiment["seeds"] = args.seeds
-    train = experiment["train"]
-    train |= {"max_steps": args.steps, "dev_every_steps": args.every, "log_every_steps": 10,
-              "checkpoint_every_steps": args.steps, "average_last": 1}  # fmt: skip
+    experiment["train"] |= {"max_steps": args.steps, "dev_every_steps": args.every,
+                            "log_every_steps": 10, "checkpoint_every_steps": args.steps,
+                            "average_last": 1} | train  # fmt: skip
     dataset = benchlib.PROJECT / "configs/data/multi30k.yaml"
     config = {"study": EXPERIMENT, "include": [str(dataset)],
-              "experiments": {EXPERIMENT: experiment}}  # fmt: skip
+              "experiments": {name: experiment}}  # fmt: skip
     if args.data_root:
         config["datasets"] = {"multi30k": {"root": str(Path(args.data_root).resolve())}}
-    path = work / f"{EXPERIMENT}.yaml"
+    path = work / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path, experiment
 
 
-def run_name(seed: int) -> str:
-    return EXPERIMENT if seed == 1 else f"{EXPERIMENT}.seed{seed}"
+def run_name(seed: int, name: str = EXPERIMENT) -> str:
+    return name if seed == 1 else f"{name}.seed{seed}"
 
 
-def ours_command(work: Path, config: Path, seed: int) -> list[str]:
+def ours_command(work: Path, config: Path, seed: int, name: str = EXPERIMENT) -> list[str]:
     """The workflow's train rule for one seed, one thread, as a user runs it."""
     return ["snakemake", "--cores", "1", "--set-threads", "train=1", "--configfile", str(config),
             "--directory", str(work), "--snakefile", str(benchlib.PROJECT / "Snakefile"),
-            f"runs/{run_name(seed)}/train.json"]  # fmt: skip
+            f"runs/{run_name(seed, name)}/train.json"]  # fmt: skip
 
 
 def fairseq_command(data_bin: Path, seed: int, experiment: dict, args) -> list[str]:
@@ -238,6 +238,34 @@ def mean_sd(values: list[float]) -> dict:
 
 # ---- the record and its figure ------------------------------------------------------------
 
+RECORD = benchlib.RESULTS / "fairseq_learning-cpu.json"
+
+
+def kept_runs(work: Path, config: Path, args) -> dict:
+    """With --resume, the record's runs of both sides, each stamped with its commit; refused
+    where they were measured with other steps or where ours' train code has changed since (the
+    workflow would train their seeds again): a record's seeds come from one code."""
+    if not args.resume or not RECORD.exists():
+        return {side: [] for side in SIDES}
+    record = json.loads(RECORD.read_text())
+    if (record["steps"], record["every"]) != (args.steps, args.every):
+        raise SystemExit(f"{RECORD} was measured with --steps {record['steps']} --every "
+                         f"{record['every']}: resume with those, or start again without "
+                         "--resume")  # fmt: skip
+    from snakemake.common import NOTHING_TO_BE_DONE_MSG
+
+    for run in record["runs"]["ours"]:
+        plan = subprocess.run([*ours_command(work, config, run["seed"]), "--dry-run"],
+                              capture_output=True, text=True)  # fmt: skip
+        if NOTHING_TO_BE_DONE_MSG not in plan.stdout + plan.stderr:
+            raise SystemExit(f"seed {run['seed']} of ours is not current in {work} (its train "
+                             "code or settings changed since it was measured): start again "
+                             "without --resume")  # fmt: skip
+    for side in SIDES:
+        for run in record["runs"][side]:
+            run.setdefault("commit", record["commit"])
+    return record["runs"]
+
 
 def draw(record: dict, out: Path) -> None:
     """Dev NLL against step: each toolkit's mean over seeds, its seeds' range as a band."""
@@ -281,6 +309,9 @@ def main() -> None:
     parser.add_argument("--fairseq-max-tokens", type=int, default=3300,
                         help="fairseq's batch size in padded tokens: 3300 gives ours' 2,900 "
                         "target tokens a step")  # fmt: skip
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the record's seeds (same steps, dev steps and train code) "
+                        "and train the others")  # fmt: skip
     args = parser.parse_args()
     work = args.work.resolve()
     data_bin = export_to_fairseq(work, work / "fairseq", args.fairseq_python)
@@ -288,26 +319,24 @@ def main() -> None:
     record = benchlib.header("fairseq_learning") | {
         "steps": args.steps,
         "every": args.every,
-        "runs": {side: [] for side in SIDES},
+        "runs": kept_runs(work, config, args),
     }
-    for seed in range(1, args.seeds + 1):
+    done = {run["seed"] for run in record["runs"]["ours"]}
+    for seed in sorted(set(range(1, args.seeds + 1)) - done):
         peaks = run_pair(work, config, data_bin, seed, experiment, args)
         curves = {
             "ours": ours_curve(work, seed),
             "fairseq": fairseq_curve(work / f"logs/fairseq_peer/fairseq.seed{seed}.log"),
         }
         for side in SIDES:
-            record["runs"][side].append({"seed": seed, **curves[side],
+            record["runs"][side].append({"seed": seed, **curves[side], "commit": record["commit"],
                                          "peak_rss_gib": round(peaks[side], 3)})  # fmt: skip
         record["dev_nll"] = compared(record["runs"])
         speeds = [np.median([run["target_tokens_per_s"] for run in record["runs"][side]])
                   for side in SIDES]  # fmt: skip
         record["speed_ours_over_fairseq"] = round(float(speeds[0] / speeds[1]), 3)
-        benchlib.write_json(benchlib.RESULTS / "fairseq_learning-cpu.json", record)
-    draw(
-        json.loads((benchlib.RESULTS / "fairseq_learning-cpu.json").read_text()),
-        benchlib.RESULTS / "fairseq_learning-cpu.png",
-    )
+        benchlib.write_json(RECORD, record)
+    draw(json.loads(RECORD.read_text()), RECORD.with_suffix(".png"))
     print(json.dumps(record["dev_nll"], indent=1))
 
 

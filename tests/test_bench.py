@@ -277,3 +277,26 @@ def test_fairseq_comparison_keeps_its_family_wise_level(shift, most):
     assert called / draws <= most
     if shift:
         assert called / draws >= 0.8
+
+
+def test_fairseq_record_resumes_only_from_its_own_steps_and_current_runs(tmp_path, monkeypatch):
+    """--resume keeps a record's seeds only where they were measured with these steps and
+    ours' runs are still current: a record's seeds come from one code."""
+    import argparse
+
+    import fairseq_learning
+
+    record = tmp_path / "fairseq_learning-cpu.json"
+    monkeypatch.setattr(fairseq_learning, "RECORD", record)
+    args = argparse.Namespace(resume=True, steps=2000, every=250, seeds=3, data_root=None)
+    assert fairseq_learning.kept_runs(tmp_path, tmp_path / "c.yaml", args) == {
+        "ours": [], "fairseq": []}  # fmt: skip
+    run = {"seed": 1, "dev_nll": {"250": 5.0}, "target_tokens_per_s": 1.0}
+    record.write_text(json.dumps({"commit": "abc1234", "steps": 1000, "every": 250,
+                                  "runs": {"ours": [run], "fairseq": [run]}}))  # fmt: skip
+    with pytest.raises(SystemExit, match="--steps 1000 --every 250"):
+        fairseq_learning.kept_runs(tmp_path, tmp_path / "c.yaml", args)
+    args.steps = 1000  # the same steps, but seed 1 of ours was never trained in tmp_path
+    config, _ = fairseq_learning.ours_config(tmp_path, args)
+    with pytest.raises(SystemExit, match="seed 1 of ours is not current"):
+        fairseq_learning.kept_runs(tmp_path, config, args)
