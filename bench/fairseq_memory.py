@@ -12,6 +12,7 @@ peak resident memory, and the padded tokens of ours' batches under each cap.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 
 import benchlib
@@ -31,8 +32,10 @@ from aiayn.train.batching import token_batches
 
 
 def ours_at_cap(work, args, cap: int) -> tuple[str, list[str]]:
-    """The train rule's command for multi30k_small capped at `cap` padded tokens a batch."""
+    """The train rule's command for multi30k_small capped at `cap` padded tokens a batch,
+    from scratch: a run folder left by an earlier measurement would resume, not train."""
     name = f"memory_cap{cap}"
+    shutil.rmtree(work / "runs" / name, ignore_errors=True)
     config, _ = ours_config(work, args, name, tokens_per_batch=cap)
     return name, ours_command(work, config, 1, name)
 
