@@ -774,6 +774,11 @@ def test_readme_benchmark_tables_are_the_committed_figures():
     for run_ in init_ab["runs"]:  # each run's dev NLL by step, in a row of its own
         figures = " | ".join(f"{value:.4f}" for value in run_["dev_nll"].values())
         assert f"| {figures} |" in readme, run_["name"]
+    memory = json.loads((results / "fairseq_memory-cpu.json").read_text())  # #104: what holds it
+    for row in memory["rows"]:
+        assert f"| {row['run']} |" in readme and f"| {row['peak_rss_gib']} GiB |" in readme
+    capped = memory["rows"][0]["padded_target_tokens"]
+    assert f"| {capped['median']:,} / {capped['max']:,} |" in readme
     startup = json.loads((results / "translate_startup-cpu.json").read_text())["seconds"]
     assert f"`aiayn translate`\ntakes {startup['aiayn_translate']} s" in readme
     assert f"takes {startup['ctranslate2_script']} s" in readme
