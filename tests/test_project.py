@@ -774,6 +774,12 @@ def test_readme_benchmark_tables_are_the_committed_figures():
     for run_ in init_ab["runs"]:  # each run's dev NLL by step, in a row of its own
         figures = " | ".join(f"{value:.4f}" for value in run_["dev_nll"].values())
         assert f"| {figures} |" in readme, run_["name"]
+    learning = json.loads((results / "fairseq_learning-cpu.json").read_text())
+    for side, runs in learning["runs"].items():  # each seed's dev NLL by step, a row each
+        for run_ in runs:
+            figures = " | ".join(f"{value:.4f}" for value in run_["dev_nll"].values())
+            assert f"| {run_['seed']} | {side} | {figures} |" in readme, (side, run_["seed"])
+    assert f"({learning['speed_ours_over_fairseq']}x;" in readme
     memory = json.loads((results / "fairseq_memory-cpu.json").read_text())  # #104: what holds it
     for row in memory["rows"]:
         assert f"| {row['run']} |" in readme and f"| {row['peak_rss_gib']} GiB |" in readme
