@@ -322,7 +322,10 @@ def main() -> None:
         "runs": kept_runs(work, config, args),
     }
     done = {run["seed"] for run in record["runs"]["ours"]}
-    for seed in sorted(set(range(1, args.seeds + 1)) - done):
+    todo = sorted(set(range(1, args.seeds + 1)) - done)
+    if not todo:
+        raise SystemExit(f"{RECORD} already holds seeds {sorted(done)}: more with --seeds")
+    for seed in todo:
         peaks = run_pair(work, config, data_bin, seed, experiment, args)
         curves = {
             "ours": ours_curve(work, seed),
