@@ -144,6 +144,25 @@ def fairseq_command(data_bin: Path, seed: int, experiment: dict, args) -> list[s
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+def start(command: list[str], log_path: Path) -> tuple[subprocess.Popen, object]:
+    """A run at one thread, its output to `log_path`."""
+    log = open(log_path, "w")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                               env=os.environ | ONE_THREAD)  # fmt: skip
+    return process, log
+
+
+def peak_gib(process: subprocess.Popen, log) -> float:
+    """Wait for a started run; its peak resident memory in GiB. wait4's usage covers the process
+    and the descendants it waited for (ours: the train rule's Python under snakemake), so
+    ru_maxrss is the largest of them."""
+    _, status, usage = os.wait4(process.pid, 0)
+    log.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"failed: {log.name}")
+    return usage.ru_maxrss / 2**20
+
+
 def run_pair(work: Path, config: Path, data_bin: Path, seed: int, experiment: dict, args) -> dict:
     """Ours and fairseq with one seed, side by side, logging under logs/fairseq_peer/; each
     one's peak memory in GiB."""
@@ -151,21 +170,9 @@ def run_pair(work: Path, config: Path, data_bin: Path, seed: int, experiment: di
     logs.mkdir(parents=True, exist_ok=True)
     commands = {"ours": ours_command(work, config, seed),
                 "fairseq": fairseq_command(data_bin, seed, experiment, args)}  # fmt: skip
-    running = {}
-    for name, command in commands.items():
-        log = open(logs / f"{name}.seed{seed}.log", "w")
-        running[name] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                          env=os.environ | ONE_THREAD), log)  # fmt: skip
-    peaks = {}
-    for name, (process, log) in running.items():
-        # wait4's usage covers the process and the descendants it waited for (ours: the
-        # train rule's Python under snakemake), so ru_maxrss is the largest of them
-        _, status, usage = os.wait4(process.pid, 0)
-        log.close()
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"{name} seed {seed} failed: {log.name}")
-        peaks[name] = usage.ru_maxrss / 2**20  # GiB
-    return peaks
+    running = {name: start(command, logs / f"{name}.seed{seed}.log")
+               for name, command in commands.items()}  # fmt: skip
+    return {name: peak_gib(*run) for name, run in running.items()}
 
 
 # ---- what each run logged -------------------------------------------------------------------

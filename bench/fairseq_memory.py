@@ -11,19 +11,18 @@ peak resident memory, and the padded tokens of ours' batches under each cap.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 
 import benchlib
 import numpy as np
 import yaml
 from fairseq_learning import (
-    ONE_THREAD,
     export_to_fairseq,
     fairseq_command,
     ours_command,
     ours_config,
+    peak_gib,
+    start,
 )
 
 from aiayn.model_config import build_config
@@ -40,21 +39,14 @@ def ours_at_cap(work, args, cap: int) -> tuple[str, list[str]]:
     return name, ours_command(work, config, 1, name)
 
 
-def peak_gib(command: list[str], log_path) -> float:
-    """Run to the end; the peak resident memory of the process and its waited-for children."""
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                   env=os.environ | ONE_THREAD)  # fmt: skip
-        _, status, usage = os.wait4(process.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"failed: {log_path}")
-    return round(usage.ru_maxrss / 2**20, 3)
+def measured(command: list[str], log_path) -> float:
+    return round(peak_gib(*start(command, log_path)), 3)
 
 
 def padded_targets(work, experiment: dict, cap: int, seed: int = 1) -> dict:
     """Padded target tokens of epoch 0's batches under `cap`, as the trainer plans them."""
     model = build_config(8000, experiment["model"], **experiment["overrides"])
-    real = experiment["train"]["tokens_per_step"]  # one process, no accumulation: a batch's
+    real = experiment["train"]["tokens_per_step"]  # one process, no accumulation: all a batch's
     prefix = work / "data/multi30k/bin/train.en-de"
     source, target = (IndexedDataset(f"{prefix}.{lang}").lengths + 1 for lang in ("en", "de"))
     batches, _ = token_batches(
@@ -84,11 +76,11 @@ def main() -> None:
     for cap in (experiment["train"]["tokens_per_batch"], args.fairseq_max_tokens):
         name, command = ours_at_cap(work, args, cap)
         rows.append({"run": f"ours, tokens_per_batch {cap}",
-                     "peak_rss_gib": peak_gib(command, logs / f"{name}.log"),
+                     "peak_rss_gib": measured(command, logs / f"{name}.log"),
                      "padded_target_tokens": padded_targets(work, experiment, cap)})  # fmt: skip
     theirs = fairseq_command(data_bin, 1, experiment, args)
     rows.append({"run": f"fairseq, --max-tokens {args.fairseq_max_tokens}",
-                 "peak_rss_gib": peak_gib(theirs, logs / "fairseq.log")})  # fmt: skip
+                 "peak_rss_gib": measured(theirs, logs / "fairseq.log")})  # fmt: skip
     record = benchlib.header("fairseq_memory") | {"steps": args.steps, "rows": rows}
     benchlib.finish(record, args)
 
