@@ -46,7 +46,8 @@ def measured(command: list[str], log_path) -> float:
 def padded_targets(work, experiment: dict, cap: int, seed: int = 1) -> dict:
     """Padded target tokens of epoch 0's batches under `cap`, as the trainer plans them."""
     model = build_config(8000, experiment["model"], **experiment["overrides"])
-    real = experiment["train"]["tokens_per_step"]  # one process, no accumulation: all a batch's
+    # one process, no accumulation: a batch holds the whole step's real tokens
+    real = experiment["train"]["tokens_per_step"]
     prefix = work / "data/multi30k/bin/train.en-de"
     source, target = (IndexedDataset(f"{prefix}.{lang}").lengths + 1 for lang in ("en", "de"))
     batches, _ = token_batches(
