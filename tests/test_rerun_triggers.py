@@ -76,6 +76,46 @@ def test_imports_inside_functions_relative_imports_and_submodules_count(tmp_path
     assert hashed == {"__init__.py", "sub/__init__.py", "sub/leaf.py", "lazy.py", "unused.py"}
 
 
+LAUNCHES = {
+    "a list": '["python", "-m", "aiayn.job", path]',
+    "a tuple": '(sys.executable, "-m", "aiayn.job")',
+    "a list inside a call": 'subprocess.run([sys.executable, "-u", "-m", "aiayn.job"])',
+    "unpacked into another list": 'ARGS = ["-m", "aiayn.job"]\nCOMMAND = ["srun", *ARGS]',
+}
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_a_module_launched_by_dash_m_counts_as_imported(tmp_path, launch):
+    """A script that starts `python -m aiayn.job` runs job.py and what it imports, as if it
+    imported it; a `-m` of another package's module, or not followed by a literal, adds none."""
+    package = tmp_path / "src" / "aiayn"
+    package.mkdir(parents=True)
+    for name in ("__init__.py", "deep.py", "other.py"):
+        (package / name).write_text("")
+    (package / "job.py").write_text("from aiayn import deep\n")
+    entry = tmp_path / "script.py"
+    entry.write_text(
+        "import subprocess, sys\n"
+        f"{LAUNCHES[launch]}\n"
+        'OTHERS = [sys.executable, "-m", "pip", "-m", name, "-m"]\n'
+    )
+    hashed = {p.relative_to(package).as_posix() for p in package_modules(entry, tmp_path / "src")}
+    assert hashed == {"__init__.py", "job.py", "deep.py"}
+
+
+def test_the_train_rule_hashes_the_trainer_it_launches_without_importing_it(tmp_path):
+    """The rule's script starts `-m aiayn.train.trainer` (train/launch.py): its modules are
+    the stage's whether or not the script also imports something from the trainer."""
+    script = (PROJECT / "workflow_scripts" / "train.py").read_text()
+    line = "from aiayn.train.trainer import STOP_SIGNALS\n"
+    assert line in script
+    alone = tmp_path / "train.py"
+    alone.write_text(script.replace(line, "STOP_SIGNALS = ()\n"))
+    hashed = names(package_modules(alone, SRC))
+    assert hashed == names(package_modules(PROJECT / "workflow_scripts" / "train.py", SRC))
+    assert {"train/trainer.py", "train/step.py", "train/schedule.py"} <= hashed
+
+
 def test_an_edit_within_one_process_is_seen_by_the_imports_and_the_version(tmp_path):
     """Both are cached per file by modification time and size (the Snakefile's rules walk the
     same modules): an edited file is parsed again, also when the process has read it before."""

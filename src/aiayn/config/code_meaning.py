@@ -54,8 +54,9 @@ def file_meaning_version(path: Path) -> str:
 
 
 def file_imports(path: Path) -> list[list]:
-    """The file's import statements, in order: ["import", names] for `import a.b`, and
-    ["from", level, module or "", names] for `from ..a import b, c`."""
+    """The file's import statements: ["import", names] for `import a.b`, and ["from", level,
+    module or "", names] for `from ..a import b, c`; a module it launches by `-m` counts as
+    `import` (import_statements)."""
     return file_facts(path)["imports"]
 
 
@@ -82,6 +83,9 @@ def cached_facts(path: str, modified_ns: int, size: int) -> dict:
 
 
 def import_statements(tree: ast.Module) -> list[list]:
+    """Also ["import", [module]] for each module the file starts as a program, `"-m", "a.b"` in
+    a command's list: the train rule runs its trainer so, and the trainer's code is the rule's
+    as much as an imported module's would be."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -89,7 +93,19 @@ def import_statements(tree: ast.Module) -> list[list]:
         elif isinstance(node, ast.ImportFrom):
             names = [alias.name for alias in node.names]
             found.append(["from", node.level, node.module or "", names])
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            found.extend(["import", [name]] for name in launched_modules(node.elts))
     return found
+
+
+def launched_modules(elements: list[ast.expr]) -> list[str]:
+    """The module named after each literal "-m" among a command's elements."""
+    values = [node.value if isinstance(node, ast.Constant) else None for node in elements]
+    return [
+        name
+        for flag, name in zip(values, values[1:], strict=False)
+        if flag == "-m" and isinstance(name, str)
+    ]
 
 
 class KeptFacts:
