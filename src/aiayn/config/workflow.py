@@ -26,8 +26,8 @@ def use_this_checkout(src_dir: str | os.PathLike) -> None:
 
 def package_modules(entry: str | os.PathLike, src_dir: str | os.PathLike) -> list[Path]:
     """The package's source files that `entry` (a workflow script or a module) runs: every
-    `aiayn` module it imports, directly or through each other, imports inside functions
-    included, with the `__init__.py` of each package on the way.
+    `aiayn` module it imports or starts by `-m`, directly or through each other, imports inside
+    functions included, with the `__init__.py` of each package on the way.
 
     A rule hashes these for its rerun trigger, so no list of modules can go stale.
     """
