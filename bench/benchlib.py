@@ -74,10 +74,15 @@ def write_json(path: Path, record: dict) -> None:
     partial.replace(path)
 
 
-def header(bench: str, device=None) -> dict:
+def header(bench: str, device=None, threads_a_run: int | None = None) -> dict:
     """A record's first fields: what was measured, on which device (the CPU by default), by
-    which code."""
-    return {"bench": bench, "device": device_name(device), **stamp()}
+    which code. A benchmark that measures runs it starts with their own thread count says so
+    (`threads_a_run`): the threads of its own process would be the wrong ones."""
+    name = device_name(device)
+    if threads_a_run is not None:
+        plural = "s" * (threads_a_run != 1)
+        name = f"{name.rsplit(', ', 1)[0]}, {threads_a_run} thread{plural} a run"
+    return {"bench": bench, "device": name, **stamp()}
 
 
 def finish(record: dict, args: argparse.Namespace, device=None) -> None:

@@ -141,7 +141,8 @@ def fairseq_command(data_bin: Path, seed: int, experiment: dict, args) -> list[s
             "--num-workers", "0", "--no-progress-bar"]  # fmt: skip
 
 
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+THREADS_A_RUN = 1
+ONE_THREAD = {"OMP_NUM_THREADS": str(THREADS_A_RUN), "MKL_NUM_THREADS": str(THREADS_A_RUN)}
 
 
 def start(command: list[str], log_path: Path) -> tuple[subprocess.Popen, object]:
@@ -215,11 +216,13 @@ def compared(runs: dict, alpha: float = 0.05) -> list[dict]:
     from scipy import stats
     from statsmodels.stats.multitest import multipletests
 
-    steps = sorted(set.intersection(*(set(run["dev_nll"]) for side in runs.values()
-                                      for run in side)))  # fmt: skip
+    # by step as a number: a record read back keys its kept seeds' steps by strings
+    curves = {side: [{int(step): nll for step, nll in run["dev_nll"].items()}
+                     for run in runs[side]] for side in SIDES}  # fmt: skip
+    steps = sorted(set.intersection(*(set(curve) for side in SIDES for curve in curves[side])))
     rows = []
     for step in steps:
-        ours, theirs = ([run["dev_nll"][step] for run in runs[side]] for side in SIDES)
+        ours, theirs = ([curve[step] for curve in curves[side]] for side in SIDES)
         row = {"step": step, "ours": mean_sd(ours), "fairseq": mean_sd(theirs),
                "difference": round(float(np.mean(ours) - np.mean(theirs)), 4)}  # fmt: skip
         if min(len(ours), len(theirs)) > 1:
@@ -323,7 +326,7 @@ def main() -> None:
     work = args.work.resolve()
     data_bin = export_to_fairseq(work, work / "fairseq", args.fairseq_python)
     config, experiment = ours_config(work, args)
-    record = benchlib.header("fairseq_learning") | {
+    record = benchlib.header("fairseq_learning", threads_a_run=THREADS_A_RUN) | {
         "steps": args.steps,
         "every": args.every,
         "runs": kept_runs(work, config, args),

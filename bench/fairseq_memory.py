@@ -17,6 +17,7 @@ import benchlib
 import numpy as np
 import yaml
 from fairseq_learning import (
+    THREADS_A_RUN,
     export_to_fairseq,
     fairseq_command,
     ours_command,
@@ -82,7 +83,10 @@ def main() -> None:
     theirs = fairseq_command(data_bin, 1, experiment, args)
     rows.append({"run": f"fairseq, --max-tokens {args.fairseq_max_tokens}",
                  "peak_rss_gib": measured(theirs, logs / "fairseq.log")})  # fmt: skip
-    record = benchlib.header("fairseq_memory") | {"steps": args.steps, "rows": rows}
+    record = benchlib.header("fairseq_memory", threads_a_run=THREADS_A_RUN) | {
+        "steps": args.steps,
+        "rows": rows,
+    }
     benchlib.finish(record, args)
 
 

@@ -279,6 +279,35 @@ def test_fairseq_comparison_keeps_its_family_wise_level(shift, most):
         assert called / draws >= 0.8
 
 
+def test_a_record_of_runs_started_at_their_own_threads_says_so_not_the_benchs_threads():
+    """fairseq_learning and fairseq_memory start each run at THREADS_A_RUN threads while the
+    benchmark's own process keeps torch's default: the record names the runs' count."""
+    import benchlib
+    import fairseq_learning
+
+    torch_default = benchlib.header("x")["device"]
+    assert torch_default.endswith(f", {torch.get_num_threads()} threads")
+    device = benchlib.header("x", threads_a_run=fairseq_learning.THREADS_A_RUN)["device"]
+    assert device == torch_default.rsplit(", ", 1)[0] + ", 1 thread a run"
+    assert fairseq_learning.ONE_THREAD["OMP_NUM_THREADS"] == "1"
+    assert benchlib.header("x", threads_a_run=4)["device"].endswith(", 4 threads a run")
+
+
+def test_a_resumed_fairseq_record_compares_every_step_of_every_seed():
+    """The kept seeds come back from the record's JSON with their steps as strings; the seed
+    just measured has them as numbers: the comparison takes them as one step each."""
+    import fairseq_learning
+
+    kept = {"seed": 1, "dev_nll": {"250": 3.9, "500": 2.9}}
+    new = {"seed": 2, "dev_nll": {250: 3.8, 500: 2.8}}
+    runs = {"ours": [kept, new], "fairseq": [kept, {**new, "dev_nll": {250: 3.7, 500: 2.7}}]}
+    rows = fairseq_learning.compared(runs)
+    assert [row["step"] for row in rows] == [250, 500]
+    assert [row["ours"] for row in rows] == [fairseq_learning.mean_sd([3.9, 3.8]),
+                                              fairseq_learning.mean_sd([2.9, 2.8])]  # fmt: skip
+    assert all("p" in row and "differs" in row for row in rows)
+
+
 def test_fairseq_record_resumes_only_from_its_own_steps_and_current_runs(tmp_path, monkeypatch):
     """--resume keeps a record's seeds only where they were measured with these steps and
     ours' runs are still current: a record's seeds come from one code."""
