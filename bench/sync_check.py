@@ -35,9 +35,6 @@ def four_steps(config, corpus, args, sync_free: bool, folder: Path) -> dict:
         lambda grad: grad * float("inf") if poisoned["now"] else grad
     )
     optimizer, cuda = trainer.engine.optimizer, trainer.device.type == "cuda"
-    if not sync_free:  # DeepSpeed's own step with the fused Adam sync_free's step runs
-        for group in optimizer.optimizer.param_groups:
-            group["fused"] = True
     losses, rates, weights, synced = [], [], [], None
     for step in range(1, 5):
         poisoned["now"] = step == 2

@@ -94,7 +94,7 @@ def install(engine, d_model: int, warmup_steps: int, lr_scale: float) -> DeviceS
         optimizer.overflow, optimizer._global_grad_norm = False, norm
         adam.found_inf = (~torch.isfinite(norm)).float()
         for group in adam.param_groups:  # again each step: loading a checkpoint replaces them
-            group["fused"], group["lr"] = True, schedule.lr
+            group["fused"], group["lr"] = True, schedule.lr  # found_inf is fused Adam's alone
         # paired at each step, so that a DeepSpeed loading a checkpoint into new tensors is followed
         partitions = zip(
             optimizer.fp32_groups_flat_partition,
@@ -109,13 +109,11 @@ def install(engine, d_model: int, warmup_steps: int, lr_scale: float) -> DeviceS
         optimizer.clear_hp_grads()
         schedule.advance(adam.found_inf)
 
-    fused = [group["fused"] for group in adam.param_groups]
-
     def saved_as_without(adam, state: dict) -> dict:
-        """Checkpoints hold the groups as the engine's own step left them (a float lr, its
-        fused setting), so a run resumed without train.sync_free steps as it always did."""
-        for group, was in zip(state["param_groups"], fused, strict=True):
-            group["lr"], group["fused"] = float(group["lr"]), was
+        """Checkpoints hold a float lr, as the engine's own step leaves it, so a run resumed
+        without train.sync_free steps as it always did."""
+        for group in state["param_groups"]:
+            group["lr"] = float(group["lr"])
         return state
 
     adam.register_state_dict_post_hook(saved_as_without)
