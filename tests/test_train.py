@@ -123,17 +123,27 @@ def test_the_sliced_loss_has_the_whole_batch_loss_and_gradients(dtype, kernel, r
     assert torch.all(ours.grad[0, 7:] == 0) and torch.all(ours.grad[2, 2:] == 0)
 
 
-def test_the_loss_is_sliced_to_a_bounded_fp32_size(monkeypatch):
-    """label_smoothed_loss slices by SLICE_ELEMENTS: a batch larger than one slice gives the
-    same loss as a batch taken whole."""
-    import aiayn.train.loss
+def test_the_loss_is_sliced_to_a_bounded_fp32_size():
+    """label_smoothed_loss takes the rows a slice at a time: a batch of many slices gives the
+    loss and the gradient of a batch taken whole. A slice is 512 MiB of fp32 on a GPU, and on a
+    CPU 1 MiB a thread, which a core's cache holds; always at least one row."""
+    from aiayn.train.loss import slice_rows
 
     logits = torch.randn(4, 9, 40)
     target = torch.randint(1, 40, (4, 9))
-    whole = label_smoothed_loss(logits, target, 0.1, pad_id=0)
-    monkeypatch.setattr(aiayn.train.loss, "SLICE_ELEMENTS", 40 * 5)  # 5 rows a slice, 8 slices
-    sliced = label_smoothed_loss(logits, target, 0.1, pad_id=0)
-    assert [t.item() for t in sliced] == pytest.approx([t.item() for t in whole], rel=1e-6)
+    results = []
+    for rows in (36, 5):  # whole, then 8 slices (the last of one row)
+        taken = logits.clone().requires_grad_()
+        loss, nll = label_smoothed_loss(taken, target, 0.1, pad_id=0, rows=rows)
+        (loss + 2 * nll).backward()
+        results.append(([loss.item(), nll.item()], taken.grad))
+    (whole, whole_grad), (sliced, sliced_grad) = results
+    assert sliced == pytest.approx(whole, rel=1e-6)
+    torch.testing.assert_close(sliced_grad, whole_grad, rtol=0, atol=0)
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert slice_rows(8000, cpu, 1) == 32 and slice_rows(8000, cpu, 4) == 131
+    assert slice_rows(8000, cuda, 1) == 16777 and slice_rows(37000, cuda, 1) == 3627
+    assert slice_rows(1 << 20, cpu, 1) == 1
 
 
 def test_the_loss_kernel_auto_compiles_on_cuda_where_compiling_works(caplog):

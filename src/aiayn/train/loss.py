@@ -3,7 +3,9 @@
 Computed in fp32 a slice of rows at a time, forward and backward (SmoothedCrossEntropy), so its
 fp32 memory stays one slice of (rows, vocabulary), 512 MiB, however large the batch: at the
 paper's step (25000 target tokens, a 37000-token vocabulary) a whole fp32 log-softmax would take
-3.7 GB, and as much again for its gradient, beside the logits themselves.
+3.7 GB, and as much again for its gradient, beside the logits themselves. On a CPU the slices are
+smaller, 1 MiB a thread, so that each pass over a slice reads it from the core's cache: half
+the time of one large slice at Multi30k's step (docs/benchmarks.md, "Learning beside fairseq").
 
 With `kernel="compiled"` (train.loss_kernel) the same arithmetic runs through torch.compile as
 two fused kernels, one reading the logits for the forward terms and one writing the gradient,
@@ -27,6 +29,7 @@ from aiayn.vocab import PAD_ID
 log = logging.getLogger(__name__)
 
 SLICE_ELEMENTS = 1 << 27  # fp32 values per slice: 512 MiB
+CPU_SLICE_ELEMENTS = 1 << 18  # per thread on a CPU: 1 MiB, inside a core's L2 cache
 
 
 LOSS_KERNELS = ("sliced", "compiled")  # how label_smoothed_loss computes
@@ -70,21 +73,28 @@ def compile_problem(device: torch.device, dtype: torch.dtype) -> str | None:
 
 
 def label_smoothed_loss(
-    logits, target, epsilon: float, pad_id: int = PAD_ID, kernel: str = "sliced"
+    logits, target, epsilon: float, pad_id: int = PAD_ID, kernel: str = "sliced", rows=None
 ):
     """Sums over non-pad tokens of the smoothed loss and of the plain NLL (for perplexity).
 
     The smoothed target puts 1 - epsilon on the reference token and epsilon spread evenly over the
     vocabulary (as torch's cross_entropy(label_smoothing=epsilon)). `kernel` is how it is
-    computed (LOSS_KERNELS); the result is the same to fp32 rounding.
+    computed (LOSS_KERNELS), `rows` a slice's rows (slice_rows where None); the result is the
+    same to fp32 rounding.
     """
     if kernel not in LOSS_KERNELS:
         raise ValueError(f"loss kernel {kernel!r} is not one of {', '.join(LOSS_KERNELS)}")
     vocabulary = logits.size(-1)
-    rows = max(1, SLICE_ELEMENTS // vocabulary)
+    rows = rows or slice_rows(vocabulary, logits.device, torch.get_num_threads())
     return SmoothedCrossEntropy.apply(
         logits.reshape(-1, vocabulary), target.reshape(-1), epsilon, pad_id, rows, kernel
     )
+
+
+def slice_rows(vocabulary: int, device: torch.device, threads: int) -> int:
+    """Rows a slice: cache-sized on a CPU (CPU_SLICE_ELEMENTS a thread), else SLICE_ELEMENTS."""
+    elements = CPU_SLICE_ELEMENTS * threads if device.type == "cpu" else SLICE_ELEMENTS
+    return max(1, elements // vocabulary)
 
 
 def slice_terms(logits: torch.Tensor, target: torch.Tensor):
