@@ -94,7 +94,7 @@ def install(engine, d_model: int, warmup_steps: int, lr_scale: float) -> DeviceS
         optimizer.overflow, optimizer._global_grad_norm = False, norm
         adam.found_inf = (~torch.isfinite(norm)).float()
         for group in adam.param_groups:  # again each step: loading a checkpoint replaces them
-            group["fused"], group["lr"] = True, schedule.lr  # found_inf is fused Adam's alone
+            group["lr"] = schedule.lr
         # paired at each step, so that a DeepSpeed loading a checkpoint into new tensors is followed
         partitions = zip(
             optimizer.fp32_groups_flat_partition,
