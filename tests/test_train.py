@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import math
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +41,7 @@ from aiayn.train.checkpoint import (
 )
 from aiayn.train.loader import BatchStream
 from aiayn.train.loss import label_smoothed_loss
+from aiayn.train.memory import check_fits, parameter_count
 from aiayn.train.schedule import inverse_sqrt_lr, lr_lambda
 from tests.conftest import PROJECT, fault_point_env, wait_until_stopped, wandb_history
 
@@ -952,6 +955,127 @@ def trainer_script(body: str) -> str:
     return body + "\nfrom aiayn.train.trainer import leave\nleave(0)\n"
 
 
+TINY_MODEL = dict(vocab_size=20, n_layers=2, d_model=64, d_ff=128, n_heads=4, dropout=0.1)
+# One of each axis a model grows along, each far past any machine's memory.
+TOO_LARGE = [{"d_model": 10**8}, {"d_ff": 10**12}, {"n_layers": 10**8}, {"vocab_size": 10**11},
+             {"positions": "learned", "max_positions": 10**11}]  # fmt: skip
+
+
+def sized(**size) -> types.SimpleNamespace:
+    """What check_fits reads of an experiment: its name, model and ZeRO stage."""
+    model = TransformerConfig(**{**TINY_MODEL, **size})
+    return types.SimpleNamespace(name="huge", model=model, train=types.SimpleNamespace(zero_stage=1))  # fmt: skip
+
+
+@pytest.mark.parametrize("size", TOO_LARGE, ids=lambda size: "-".join(map(str, size)))
+def test_a_model_too_large_for_memory_is_refused_before_it_is_built(size):
+    """Refused by the parameters counted on the meta device, before torch's allocator fails
+    with a traceback or overcommit lets the OOM killer end the run without a word."""
+    experiment = sized(**size)
+    with pytest.raises(InputError) as refusal:
+        check_fits(Transformer, experiment, "fp32", 1, torch.device("cpu"))
+    message = str(refusal.value)
+    assert message.startswith("experiment 'huge': training needs at least ")
+    count = re.search(r"GiB a process for its ([\d,]+) parameters", message)[1]
+    assert int(count.replace(",", "")) == meta_model_count(experiment.model)
+    assert re.search(r"this process has [\d,.]+ GiB \(", message) and "d_model, d_ff" in message
+    check_fits(Transformer, sized(), "fp32", 1, torch.device("cpu"))  # the tiny model fits
+
+
+def meta_model_count(config: TransformerConfig) -> int:
+    """Every parameter's size, from the shapes of one layer of each kind (the model itself is
+    too large to build even on the meta device for some of TOO_LARGE)."""
+    with torch.device("meta"):
+        one = Transformer(dataclasses.replace(config, n_layers=1))
+    return sum(
+        parameter.numel() * (config.n_layers if name.startswith(("encoder.", "decoder.")) else 1)
+        for name, parameter in one.named_parameters()
+    )
+
+
+@given(
+    layers=st.integers(1, 4), width=st.sampled_from([8, 16, 32]), heads=st.sampled_from([1, 2]),
+    inner=st.integers(1, 40), learned=st.booleans(),
+)  # fmt: skip
+@examples(max_examples=25, deadline=None)
+def test_the_parameter_count_is_the_built_models(layers, width, heads, inner, learned):
+    positions = "learned" if learned else "sinusoidal"
+    config = sized(n_layers=layers, d_model=width, n_heads=heads, d_ff=inner, positions=positions).model  # fmt: skip
+    count = sum(parameter.numel() for parameter in Transformer(config).parameters())
+    assert parameter_count(Transformer, config) == count == meta_model_count(config)
+
+
+TENSOR_BYTES_AFTER_A_STEP = trainer_script("""
+import gc, json, sys, torch
+from aiayn.train.memory import parameter_count, state_bytes
+from aiayn.train.trainer import Trainer
+from aiayn.train.settings import Experiment
+
+trainer = Trainer(Experiment.from_json(sys.argv[1]))
+trainer.train_step(save_requested=False, budget_spent=False)
+storages = {}
+for thing in gc.get_objects():
+    if isinstance(thing, torch.Tensor) and thing.device.type == "cpu":
+        storage = thing.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+count = parameter_count(trainer.build_model, trainer.exp.model)
+bound = state_bytes(count, trainer.precision, trainer.settings.zero_stage, trainer.world)
+print(json.dumps({"held": sum(storages.values()), "bound": bound, "count": count}))
+""")
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_memory_bound_is_at_most_what_a_real_step_holds(precision, tmp_path, copy_data):
+    """A refusal is never wrong: after one real DeepSpeed step, the tensors the process holds
+    (weights, gradients, Adam's moments, ZeRO's fp32 copy) are at least the bound."""
+    spec = experiment(tmp_path / "run.json", copy_data, precision=precision, zero_stage=1)
+    done = subprocess.run(
+        [sys.executable, "-c", TENSOR_BYTES_AFTER_A_STEP, str(spec)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert 0 < figures["bound"] <= figures["held"], figures
+    assert figures["bound"] >= (12 if precision == "bf16" else 16) * figures["count"]
+
+
+OUT_OF_MEMORY_IN_STEP = """
+import sys, torch
+from aiayn.model import Transformer
+from aiayn.train.trainer import leave, main
+
+forwards = 0
+
+def allocate_past_any_memory(module, inputs, output):
+    global forwards
+    if isinstance(module, Transformer):
+        forwards += 1
+        if forwards == int(sys.argv[2]):  # as a batch's activations too large for the machine
+            torch.empty(2**60, dtype=torch.uint8)
+
+torch.nn.modules.module.register_module_forward_hook(allocate_past_any_memory)
+leave(main([sys.argv[1]]))
+"""
+
+
+def test_a_step_out_of_memory_is_told_and_keeps_the_checkpoints_before(tmp_path, copy_data):
+    """The allocator's refusal inside a real step (a forward hook asks for 2^60 bytes, past any
+    machine's address space, as a batch too large would): a message that names the step and the
+    setting to lower, no traceback, no checkpoint of the failed step; a rerun resumes."""
+    spec = experiment(tmp_path / "run.json", copy_data, checkpoint_every_steps=4)
+    failed = subprocess.run(
+        [sys.executable, "-c", OUT_OF_MEMORY_IN_STEP, str(spec), "6"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert failed.returncode == 1, failed.stderr[-3000:]
+    message = failed.stderr.split("ERROR", 1)[-1]
+    assert "experiment 'run' ran out of memory on the cpu in step 6" in message, message
+    assert "lower train.tokens_per_batch" in message and "Traceback" not in failed.stderr
+    checkpoints = tmp_path / "run/checkpoints"
+    assert [path.name for path in checkpoints.glob("step*")] == ["step00000004"]
+    assert "resumed from" in run_training(spec).stderr
+
+
 NON_FINITE_STEP = trainer_script("""
 import json, os, sys
 import torch
@@ -1250,6 +1374,7 @@ import os, sys, torch
 import deepspeed
 from deepspeed.utils import safe_get_full_grad
 from aiayn.train.loss import label_smoothed_loss
+from aiayn.train.memory import check_fits, parameter_count, state_bytes
 from aiayn.train.trainer import Trainer
 from aiayn.train.settings import Experiment
 

@@ -15,8 +15,9 @@ Its parts in aiayn.train, each named for what it does: engine (processes, DeepSp
 (what each epoch and the dev loss read), loader (batches collated ahead), step (one optimizer
 step with the ranks' votes, and the dev loss), sync_free (the optimizer step without waits for
 the device), loss (the objective), timing (clock checkpoints and the time budget), run_folder
-(checkpoints and resuming), record (train.jsonl and train.json), settings (the settings). This
-module keeps the set-up and the loop.
+(checkpoints and resuming), record (train.jsonl and train.json), settings (the settings),
+memory (whether the model fits, and what running out of memory tells). This module keeps the
+set-up and the loop.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from aiayn.train.engine import (
 )
 from aiayn.train.loader import BatchStream
 from aiayn.train.loss import resolve_loss_kernel
+from aiayn.train.memory import check_fits, exhausted, out_of_memory
 from aiayn.train.record import LogWindow, RunShape, TrainLog, write_summary
 from aiayn.train.run_folder import RunFolder
 from aiayn.train.settings import Experiment
@@ -149,6 +151,7 @@ class Trainer:
             log.warning("received %s: checkpointing after this step", signal.Signals(signum).name)
 
     def build_engine(self):
+        check_fits(self.build_model, self.exp, self.precision, self.world, self.device)
         torch.manual_seed(self.settings.seed)  # the same initial weights on every rank
         model = self.build_model(self.exp.model)
         if self.settings.compile:
@@ -326,8 +329,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log", help="also log to this file")
     args = parser.parse_args(argv)
     setup_logging(args.log if int(os.environ.get("RANK", "0")) == 0 else None)
+    trainer = None
     try:
-        Trainer(Experiment.from_json(args.experiment)).run()
+        experiment = Experiment.from_json(args.experiment)
+        trainer = Trainer(experiment)
+        trainer.run()
     except (InputError, Diverged) as err:
         log.error("%s", err)
         return 1
@@ -335,6 +341,11 @@ def main(argv: list[str] | None = None) -> int:
         if (refusal := storage_refusal(err)) is None:
             raise
         log.error("%s", refusal)
+        return 1
+    except (RuntimeError, MemoryError) as err:  # torch.OutOfMemoryError is a RuntimeError
+        if not out_of_memory(err):
+            raise
+        log.error("%s", exhausted(err, experiment.name, trainer))
         return 1
     except Stopped as stop:
         log.warning(
