@@ -12,6 +12,9 @@ import tomllib
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
@@ -170,6 +173,80 @@ def test_no_name_that_becomes_a_path_can_leave_its_folder(kind, name):
         config["datasets"]["toy"]["splits"][name] = config["datasets"]["toy"]["splits"]["dev"]
     with pytest.raises(InputError, match="`.`, `..` and `/` would lead out of them"):
         check_config(config, schema())
+
+
+def with_name(kind: str, name: str) -> dict:
+    """The default config with one name of the kind replaced by `name`."""
+    config = load("config.yaml")
+    if kind == "study":
+        config["study"] = name
+    elif kind == "experiment":
+        config["experiments"][name] = config["experiments"].pop("tiny")
+    elif kind == "dataset":
+        config["datasets"][name] = config["datasets"].pop("toy")
+    else:
+        config["datasets"]["toy"]["splits"][name] = config["datasets"]["toy"]["splits"]["dev"]
+    return config
+
+
+NAME_CHARACTERS = "abcXYZ019_"
+
+
+@given(
+    kind=st.sampled_from(["study", "experiment", "dataset", "split"]),
+    name=st.text(NAME_CHARACTERS, min_size=1, max_size=400) | st.builds(
+        lambda head, part, times: head + part * times,
+        st.text(NAME_CHARACTERS, max_size=10), st.text(NAME_CHARACTERS, min_size=1, max_size=3),
+        st.integers(15, 30),
+    ),
+)  # fmt: skip
+@examples(max_examples=80, deadline=None)
+def test_a_name_is_refused_where_its_files_would_not_fit_or_snakemake_would_refuse_it(kind, name):
+    """Names become folders and file names with suffixes (`<name>.seed100.log`) and wildcard
+    values: one over 100 characters is refused with its length; one ending in a part repeated
+    20 times, which Snakemake's own detector takes for a recursion, is refused naming the part;
+    any other passes."""
+    from snakemake.io import PeriodicityDetector
+
+    from aiayn.config.check import check_config
+    from aiayn.config.schema import schema
+
+    if len(name) > 100:
+        refusal = f"has {len(name)} characters, over 100: shorten it"
+    elif (part := PeriodicityDetector().is_periodic(name)) is not None:
+        refusal = f"ends in {part!r} .* times over, which Snakemake refuses"
+    else:
+        check_config(with_name(kind, name), schema())
+        return
+    with pytest.raises(InputError, match=refusal):
+        check_config(with_name(kind, name), schema())
+
+
+def test_the_longest_names_and_most_seeds_plan_files_a_file_system_holds(project_copy):
+    """Every name at its limit and the most seeds: Snakemake's own plan (which also looks at
+    each run's outputs as the workflow starts) names no file or folder over 255 bytes. A name
+    Snakemake would refuse as a wildcard value is refused first, by our check, naming its key."""
+    long = {kind: (kind + "_0123456789" * 10)[:100] for kind in ("s", "d", "e", "v")}
+    config = with_name("dataset", long["d"])
+    config.update(study=long["s"], prepare=[long["d"]])
+    splits = config["datasets"][long["d"]]["splits"]
+    splits[long["v"]] = splits["dev"]
+    tiny = config["experiments"].pop("tiny")
+    config["experiments"] = {long["e"]: {**tiny, "dataset": long["d"], "seeds": 100}}
+    (project_copy / "long.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(project_copy, "-n", "--configfile=long.yaml")
+    planned = re.findall(r"^\s+(?:output|log): (.+)$", result.stdout, flags=re.M)
+    files = [path for line in planned for path in line.split(", ")]
+    assert any(".seed100/" in path for path in files) and any(long["v"] in path for path in files)
+    assert max(len(part.encode()) for path in files for part in path.split("/")) <= 255
+
+    config["experiments"] = {"run_" + "a" * 20: config["experiments"][long["e"]]}
+    (project_copy / "long.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(project_copy, "-n", "--configfile=long.yaml", check=False)
+    assert (
+        "config key experiments: 'run_aaaaaaaaaaaaaaaaaaaa' ends in 'a' 20 times" in result.stderr
+    )
+    assert "PeriodicWildcardError" not in result.stdout + result.stderr
 
 
 def test_a_study_named_up_and_out_writes_nothing_outside_results(project_copy):
@@ -528,11 +605,11 @@ def test_each_settings_object_has_exactly_its_schema_sections_properties_and_def
     [
         (
             lambda config: config["experiments"].update({"tiny; rm -rf ~": {"dataset": "toy"}}),
-            r"'tiny; rm -rf ~' does not match '\^\[A-Za-z0-9_\]\[A-Za-z0-9_.\]\*\\+Z'",
+            re.escape("'tiny; rm -rf ~' does not match '^[A-Za-z0-9_][A-Za-z0-9_.]{0,99}\\"),
         ),
         (
             lambda config: config["datasets"].update({"my data": config["datasets"]["toy"]}),
-            r"'my data' does not match any of the regexes: '\^\[A-Za-z0-9_\]\+\\+Z'",
+            re.escape("'my data' does not match any of the regexes: '^[A-Za-z0-9_]{1,100}\\"),
         ),
         (
             lambda config: config["experiments"]["tiny"].update(model="huge"),

@@ -34,6 +34,37 @@ def check_config(config: dict, schema: dict) -> None:
     errors = list(strict_validator(schema).iter_errors(config))
     if errors:
         raise InputError(describe(first(errors)))
+    check_names_as_wildcards(config)
+
+
+def check_names_as_wildcards(config: dict) -> None:
+    """Names are wildcard values of the rules' file patterns, and Snakemake refuses a value
+    ending in a part repeated 20 times or more (`aaaaaaaaaaaaaaaaaaaa`), taking it for an endless
+    recursion (its PeriodicWildcardError, when it builds the plan): asked here of its own
+    detector, so that the refusal names the key."""
+    from snakemake.io import PeriodicityDetector
+
+    detector = PeriodicityDetector()
+    for where, name in config_names(config):
+        if (part := detector.is_periodic(name)) is not None:
+            times = next(n for n in range(len(name), 0, -1) if name.endswith(part * n))
+            raise InputError(
+                f"config key {where}: {short(name)} ends in {part!r} {times} times over, "
+                "which Snakemake refuses in a file name "
+                "pattern (it takes the repetition for an endless recursion): shorten the "
+                "repeated part"
+            )
+
+
+def config_names(config: dict):
+    """Every name that becomes a file name, with its key path."""
+    yield "study", config["study"]
+    for dataset, settings in config.get("datasets", {}).items():
+        yield "datasets", dataset
+        for split in settings.get("splits", {}):
+            yield f"datasets.{dataset}.splits", split
+    for experiment in config.get("experiments", {}):
+        yield "experiments", experiment
 
 
 def check_size(config, what: str) -> None:
@@ -118,6 +149,19 @@ NAME_RULE = (
     "use letters, digits and `_` (names become folders and file names: `.`, `..` and `/` "
     "would lead out of them)"
 )
+# The schema's name patterns: a name with its suffixes (`<name>.seed100.log`), or two names in
+# one file name (`<split>.<src>-<tgt>.<lang>.bin`), stays within a file name's 255 bytes.
+NAME_LIMIT = 100
+
+
+def name_refusal(name) -> str:
+    if isinstance(name, str) and len(name) > NAME_LIMIT:
+        return (
+            f"{short(name)} has {len(name)} characters, over {NAME_LIMIT}: shorten it (names "
+            "become folders and file names, with suffixes such as `.seed2.log`, and a file "
+            "name holds at most 255 bytes)"
+        )
+    return f"{short(name)} is not allowed: {NAME_RULE}"
 
 
 def describe(error) -> str:
@@ -126,8 +170,9 @@ def describe(error) -> str:
     if error.validator == "additionalProperties":
         return unknown_key(error, where)
     if error.validator == "pattern":
-        names = "A-Za-z0-9_" in error.validator_value  # a name that becomes a path
-        rule = NAME_RULE if names else f"it must match {error.validator_value}"
+        if "A-Za-z0-9_" in error.validator_value:  # a name that becomes a path
+            return f"config key {where}: {name_refusal(error.instance)}"
+        rule = f"it must match {error.validator_value}"
         return f"config key {where}: {short(error.instance)} is not allowed: {rule}"
     if error.validator == "type" and error.validator_value in ("integer", "number"):
         return f"config key {where}: {not_a_number(error.instance, error.validator_value)}"
@@ -205,7 +250,7 @@ def unknown_key(error, where: str) -> str:
         return f"config key {where}: {error.message[:300]}"
     name = unknown[0]
     if patterns and not allowed:  # a named entry (a dataset, a split) with a bad name
-        return f"config key {where}: {short(name)} is not allowed as a name: {NAME_RULE}"
+        return f"config key {where}: {name_refusal(name)}"
     near = difflib.get_close_matches(name, allowed, n=1)
     hint = f"did you mean {near[0]!r}? " if near else ""
     inside = f"under {where}" if where != "(top level)" else "at the top level"
