@@ -570,6 +570,17 @@ def test_a_source_longer_than_the_learned_positions_stops_with_the_sentence():
     assert "max_positions 12 (too long: 2 of 3 sentences)" in message
 
 
+def test_a_beam_too_wide_for_memory_is_told_with_its_settings():
+    """beam 2^40 asks the allocator for petabytes (past a 64-bit machine's address space): the
+    stage and `aiayn translate` say what ran out and which settings to lower, no traceback."""
+    model = random_model()
+    with pytest.raises(InputError) as err:
+        translate(model, [np.arange(4, 9)], DecodeSettings(beam=2**40), desc="tiny/averaged/test")
+    message = str(err.value)
+    assert message.startswith("tiny/averaged/test: decoding ran out of memory on the cpu")
+    assert f"beam {2**40} and batch_tokens 4000" in message and "lower decode.beam" in message
+
+
 def test_a_source_over_max_source_tokens_is_cut_with_a_warning_counting_tokens(caplog):
     """A 1 MB line (536k tokens) decoded for hours with no end in sight: it is cut to
     decode.max_source_tokens, and the warning names it and its length in tokens."""

@@ -35,3 +35,12 @@ def storage_refusal(err: OSError) -> str | None:
                 "their owner and mode), or work in a folder you own, then run the same "
                 f"command again. {WHOLE}.")  # fmt: skip
     return None
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether torch's allocator refused (CUDA's `out of memory`, the CPU's `can't allocate
+    memory`, both RuntimeErrors) or Python's did: a setting to lower, not a bug."""
+    text = str(error)
+    return isinstance(error, MemoryError) or any(
+        words in text for words in ("out of memory", "can't allocate memory")
+    )

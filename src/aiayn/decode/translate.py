@@ -25,7 +25,7 @@ from aiayn.decode.search import (
     source_batch,
 )
 from aiayn.decode.settings import DecodeSettings
-from aiayn.errors import InputError
+from aiayn.errors import InputError, out_of_memory
 from aiayn.logs import progress
 from aiayn.model import Transformer
 from aiayn.model_config import TransformerConfig
@@ -153,6 +153,23 @@ def autocast(device: torch.device):
     return torch.autocast("cuda", dtype=half_dtype(precision))
 
 
+@contextlib.contextmanager
+def memory_told(desc: str, settings: DecodeSettings, device: torch.device):
+    """A search that runs out of memory says so with its settings and the way out, instead of
+    torch's allocator traceback."""
+    try:
+        yield
+    except (RuntimeError, MemoryError) as err:
+        if not out_of_memory(err):
+            raise
+        raise InputError(
+            f"{desc}: decoding ran out of memory on the {device} with beam {settings.beam} and "
+            f"batch_tokens {settings.batch_tokens} (each step scores batch x beam x vocabulary "
+            "candidates): lower decode.beam (the paper's is 4) or decode.batch_tokens; "
+            "`aiayn translate` takes --beam and --batch-tokens"
+        ) from None
+
+
 def translate(
     model: Transformer,
     sentences: list[np.ndarray],
@@ -186,7 +203,12 @@ def translate(
         stepper = constraint(stepper)
     results: list[Hypothesis | None] = [None] * len(sentences)
     start = time.perf_counter()
-    with progress(total=len(sentences), desc=desc, unit=" sentences") as bar, autocast(device):
+    told = memory_told(desc, settings, device)
+    with (
+        told,
+        progress(total=len(sentences), desc=desc, unit=" sentences") as bar,
+        autocast(device),
+    ):
         for indices in batches:
             source, source_lengths = source_batch([sentences[i] for i in indices], max_width=limit)
             for index, hypothesis in zip(

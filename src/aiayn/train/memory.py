@@ -23,8 +23,6 @@ from aiayn.errors import InputError
 
 GIB = 1024**3
 HALF_PRECISIONS = ("bf16", "fp16")  # half-size weights and gradients, an fp32 copy in ZeRO's shards
-# What torch says when the CPU allocator is refused (CUDA raises torch.OutOfMemoryError)
-CPU_REFUSAL = "can't allocate memory"
 # A cgroup's memory limit and use: (mount point, limit file, usage file)
 CGROUP_V2 = (Path("/sys/fs/cgroup"), "memory.max", "memory.current")
 CGROUP_V1 = (Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes", "memory.usage_in_bytes")
@@ -133,10 +131,6 @@ def check_fits(build_model, experiment, precision: str, world: int, device) -> N
         "make the model smaller (d_model, d_ff, n_layers, max_positions, the vocabulary), or "
         "train on more processes with a higher train.zero_stage"
     )
-
-
-def out_of_memory(error: BaseException) -> bool:
-    return isinstance(error, torch.OutOfMemoryError | MemoryError) or CPU_REFUSAL in str(error)
 
 
 def exhausted(error: BaseException, name: str, trainer) -> str:

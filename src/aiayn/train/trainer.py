@@ -33,7 +33,7 @@ from typing import NoReturn
 import torch
 
 from aiayn.config import paths
-from aiayn.errors import InputError, storage_refusal
+from aiayn.errors import InputError, out_of_memory, storage_refusal
 from aiayn.logs import progress, setup_logging
 from aiayn.model import Transformer
 from aiayn.precision import half_dtype
@@ -49,7 +49,7 @@ from aiayn.train.engine import (
 )
 from aiayn.train.loader import BatchStream
 from aiayn.train.loss import resolve_loss_kernel
-from aiayn.train.memory import check_fits, exhausted, out_of_memory
+from aiayn.train.memory import check_fits, exhausted
 from aiayn.train.record import LogWindow, RunShape, TrainLog, write_summary
 from aiayn.train.run_folder import RunFolder
 from aiayn.train.settings import Experiment
