@@ -251,10 +251,29 @@ def mean_sd(values: list[float]) -> dict:
 RECORD = benchlib.RESULTS / "fairseq_learning-cpu.json"
 
 
-def kept_runs(work: Path, config: Path, args) -> dict:
-    """With --resume, the record's runs of both sides, each stamped with its commit; refused
-    where they were measured with other steps or where ours' train code has changed since (the
-    workflow would train their seeds again): a record's seeds come from one code."""
+def provenance(work: Path) -> dict:
+    """What a seed's figures depend on beyond its seed: the train stage's code version (as the
+    workflow computes it: by meaning, over every module the trainer runs), torch's version, and
+    the binarized data both toolkits read. A resumed record keeps a seed only where all three
+    are the same, so it need not keep the folder the seed was trained in."""
+    import hashlib
+
+    import torch
+
+    from aiayn.config.versions import code_version
+
+    data = hashlib.sha256()
+    for path in sorted((work / "data/multi30k/bin").glob("*")):
+        data.update(path.name.encode() + path.read_bytes())
+    return {"train_code": code_version(benchlib.PROJECT / "workflow_scripts/train.py",
+                                       benchlib.PROJECT),
+            "torch": torch.__version__, "data": data.hexdigest()[:16]}  # fmt: skip
+
+
+def kept_runs(work: Path, args) -> dict:
+    """With --resume, the record's runs of both sides; refused where they were measured with
+    other steps, or by other code, torch or data (`provenance`): a record's seeds come from one
+    code and one data."""
     if not args.resume or not RECORD.exists():
         return {side: [] for side in SIDES}
     record = json.loads(RECORD.read_text())
@@ -262,18 +281,15 @@ def kept_runs(work: Path, config: Path, args) -> dict:
         raise SystemExit(f"{RECORD} was measured with --steps {record['steps']} --every "
                          f"{record['every']}: resume with those, or start again without "
                          "--resume")  # fmt: skip
-    from snakemake.common import NOTHING_TO_BE_DONE_MSG
-
-    for run in record["runs"]["ours"]:
-        plan = subprocess.run([*ours_command(work, config, run["seed"]), "--dry-run"],
-                              capture_output=True, text=True)  # fmt: skip
-        if NOTHING_TO_BE_DONE_MSG not in plan.stdout + plan.stderr:
-            raise SystemExit(f"seed {run['seed']} of ours is not current in {work} (its train "
-                             "code or settings changed since it was measured): start again "
-                             "without --resume")  # fmt: skip
+    now = provenance(work)
     for side in SIDES:
         for run in record["runs"][side]:
-            run.setdefault("commit", record["commit"])
+            then = run.get("provenance", {})
+            changed = [key for key in now if then.get(key) != now[key]]
+            if changed:
+                raise SystemExit(f"seed {run['seed']} of {side} was measured with another "
+                                 f"{' and '.join(changed)} ({then or 'not recorded'}; now "
+                                 f"{now}): start again without --resume")  # fmt: skip
     return record["runs"]
 
 
@@ -329,8 +345,9 @@ def main() -> None:
     record = benchlib.header("fairseq_learning", threads_a_run=THREADS_A_RUN) | {
         "steps": args.steps,
         "every": args.every,
-        "runs": kept_runs(work, config, args),
+        "runs": kept_runs(work, args),
     }
+    now = provenance(work)
     done = {run["seed"] for run in record["runs"]["ours"]}
     todo = sorted(set(range(1, args.seeds + 1)) - done)
     if not todo:
@@ -343,7 +360,8 @@ def main() -> None:
         }
         for side in SIDES:
             record["runs"][side].append({"seed": seed, **curves[side], "commit": record["commit"],
-                                         "peak_rss_gib": round(peaks[side], 3)})  # fmt: skip
+                                         "peak_rss_gib": round(peaks[side], 3),
+                                         "provenance": now})  # fmt: skip
         record["dev_nll"] = compared(record["runs"])
         speeds = [np.median([run["target_tokens_per_s"] for run in record["runs"][side]])
                   for side in SIDES]  # fmt: skip

@@ -308,9 +308,10 @@ def test_a_resumed_fairseq_record_compares_every_step_of_every_seed():
     assert all("p" in row and "differs" in row for row in rows)
 
 
-def test_fairseq_record_resumes_only_from_its_own_steps_and_current_runs(tmp_path, monkeypatch):
-    """--resume keeps a record's seeds only where they were measured with these steps and
-    ours' runs are still current: a record's seeds come from one code."""
+def test_fairseq_record_resumes_only_from_its_own_steps_code_and_data(tmp_path, monkeypatch):
+    """--resume keeps a record's seeds only where they were measured with these steps, the
+    train stage's code, torch and data of now (their `provenance`), whether or not the folder
+    they were trained in is still there: a record's seeds come from one code and one data."""
     import argparse
 
     import fairseq_learning
@@ -318,14 +319,30 @@ def test_fairseq_record_resumes_only_from_its_own_steps_and_current_runs(tmp_pat
     record = tmp_path / "fairseq_learning-cpu.json"
     monkeypatch.setattr(fairseq_learning, "RECORD", record)
     args = argparse.Namespace(resume=True, steps=2000, every=250, seeds=3, data_root=None)
-    assert fairseq_learning.kept_runs(tmp_path, tmp_path / "c.yaml", args) == {
-        "ours": [], "fairseq": []}  # fmt: skip
-    run = {"seed": 1, "dev_nll": {"250": 5.0}, "target_tokens_per_s": 1.0}
-    record.write_text(json.dumps({"commit": "abc1234", "steps": 1000, "every": 250,
-                                  "runs": {"ours": [run], "fairseq": [run]}}))  # fmt: skip
+    assert fairseq_learning.kept_runs(tmp_path, args) == {"ours": [], "fairseq": []}
+    binarized = tmp_path / "data/multi30k/bin"
+    binarized.mkdir(parents=True)
+    (binarized / "train.en-de.en.bin").write_bytes(b"ids")
+    now = fairseq_learning.provenance(tmp_path)
+    run = {"seed": 1, "dev_nll": {"250": 5.0}, "target_tokens_per_s": 1.0, "provenance": now}
+
+    def recorded(steps=2000, **changed):
+        runs = [{**run, "provenance": {**now, **changed}}]
+        record.write_text(json.dumps({"commit": "abc1234", "steps": steps, "every": 250,
+                                      "runs": {"ours": runs, "fairseq": runs}}))  # fmt: skip
+
+    recorded()
+    assert fairseq_learning.kept_runs(tmp_path, args)["ours"] == [run]
+    recorded(steps=1000)
     with pytest.raises(SystemExit, match="--steps 1000 --every 250"):
-        fairseq_learning.kept_runs(tmp_path, tmp_path / "c.yaml", args)
-    args.steps = 1000  # the same steps, but seed 1 of ours was never trained in tmp_path
-    config, _ = fairseq_learning.ours_config(tmp_path, args)
-    with pytest.raises(SystemExit, match="seed 1 of ours is not current"):
-        fairseq_learning.kept_runs(tmp_path, config, args)
+        fairseq_learning.kept_runs(tmp_path, args)
+    recorded(train_code="0123456789abcdef")
+    with pytest.raises(SystemExit, match="seed 1 of ours was measured with another train_code"):
+        fairseq_learning.kept_runs(tmp_path, args)
+    recorded()
+    (binarized / "train.en-de.en.bin").write_bytes(b"other ids")
+    with pytest.raises(SystemExit, match="another data"):
+        fairseq_learning.kept_runs(tmp_path, args)
+    record.write_text(record.read_text().replace('"provenance"', '"unrecorded"'))
+    with pytest.raises(SystemExit, match="not recorded"):
+        fairseq_learning.kept_runs(tmp_path, args)
