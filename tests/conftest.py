@@ -55,8 +55,13 @@ def is_xdist_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+CI_CORES = 2  # what pyproject's `-n 2` and `timeout` are sized for
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-timeout reads its setting
 def pytest_configure(config: pytest.Config) -> None:
-    """Bring up the test cluster once, in the process that runs or distributes the tests.
+    """Size the hang guard to the cores; bring up the test cluster once, in the process that
+    runs or distributes the tests.
 
     The SLURM tests submit to it, and every other snakemake run needs its controller to answer:
     snakemake's slurm plugin runs `scontrol show config` when it loads, whatever the executor,
@@ -67,6 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
     no worker takes it down under another. A cluster that was up already (another pytest run's)
     is left running.
     """
+    scale_the_hang_guard(config)
     if is_xdist_worker(config):
         return
     if getattr(config.option, "numprocesses", None):
@@ -79,6 +85,19 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["AIAYN_SLURM_UP"] = str(started.returncode)
     os.environ["AIAYN_SLURM_UP_ERR"] = started.stderr[-4000:]
     config.stash[SLURM_STARTED_HERE] = "already up" not in started.stdout
+
+
+def scale_the_hang_guard(config: pytest.Config) -> None:
+    """pytest-timeout's limit (pyproject's `timeout`) stops a hung test; it is sized for CI's
+    two cores. On fewer, every test takes longer by as much (the two workers share what there
+    is), and a test that is only slow must not fail as hung: the limit grows in proportion. A
+    limit given by --timeout or PYTEST_TIMEOUT is kept as given."""
+    limit = config.getini("timeout")
+    if config.getvalue("timeout") is not None or "PYTEST_TIMEOUT" in os.environ or not limit:
+        return
+    cores = len(os.sched_getaffinity(0))
+    if cores < CI_CORES:
+        config.option.timeout = float(limit) * CI_CORES / cores
 
 
 def share_the_cores() -> None:

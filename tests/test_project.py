@@ -979,3 +979,25 @@ def test_the_code_names_no_issue_numbers():
         if re.search(r"#\d{2,3}\b", line)
     ]
     assert found == []
+
+
+HANG_GUARD = """
+def test_the_hang_guard(request):
+    print("hang guard:", request.config._env_timeout)  # the limit pytest-timeout applies
+"""
+
+
+@pytest.mark.parametrize(("cpus", "given", "limit"), [("0,1", None, "900.0"), ("0", None, "1800.0"),
+                                                      ("0", "77", "77.0")])  # fmt: skip
+def test_the_hang_guard_grows_on_fewer_cores_than_ci_has(cpus, given, limit, tmp_path):
+    """pytest-timeout's 900 s, sized for CI's two cores, doubles on one (the suite there takes
+    twice as long: a slow test is no hung one); a limit the user gives is kept."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores to pin one or both")
+    (tmp_path / "test_guard.py").write_text(HANG_GUARD)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_TIMEOUT"}
+    env |= {"AIAYN_SLURM_UP": "1"} | ({"PYTEST_TIMEOUT": given} if given else {})
+    command = ["taskset", "-c", cpus, sys.executable, "-m", "pytest", "-c", "pyproject.toml", "-q", "-s", "-n", "0",
+               "-p", "tests.conftest", "-p", "no:cacheprovider", str(tmp_path / "test_guard.py")]  # fmt: skip
+    result = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True, env=env)
+    assert f"hang guard: {limit}" in result.stdout, result.stdout + result.stderr
