@@ -155,3 +155,29 @@ def test_a_yes_no_word_where_a_word_belongs_says_how_yaml_read_it(tmp_path, writ
     said = str(refused.value)
     meant = word is not None and written in ("off", "no", "false")
     assert (f"write '{word}' in quotes" in said) == meant, said
+
+
+@given(
+    mantissa=st.from_regex(r"[1-9][0-9]{0,8}(\.[0-9]{1,8})?", fullmatch=True),
+    exponent=st.integers(-400, 400),
+)
+@settings(max_examples=200, derandomize=True, deadline=None)
+def test_the_advice_for_an_exponent_yaml_reads_as_text_gives_back_the_same_number(
+    mantissa, exponent
+):
+    """`1e5` is text to YAML 1.1: the advice writes a number YAML reads as exactly the number
+    meant (it rounded to two digits: 1.234e20 became 1.2e+20); one past what a float holds
+    (1e400, 1e-400) is said to be, not advised as `inf` or 0."""
+    from aiayn.config.check import how_to_write_a_number
+    from aiayn.config.yaml_text import ConfigLoader
+
+    text = f"{mantissa}e{exponent}"
+    if not isinstance(yaml.load(text, Loader=ConfigLoader), str):  # noqa: S506 - a SafeLoader
+        return  # YAML reads it as a number (`1.5e-7`: a point and a sign): no advice needed
+    advice = how_to_write_a_number(text, "a number")
+    meant = float(text)
+    if meant in (0.0, float("inf")):
+        assert advice.startswith(f"{text} is beyond what a number holds here"), advice
+    else:
+        written = advice.rsplit("write ", 1)[1]
+        assert yaml.load(written, Loader=ConfigLoader) == meant, (text, advice)  # noqa: S506

@@ -219,6 +219,18 @@ def yes_no_for_a_word(value: bool, choices: list) -> str:
 EXPONENT = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+")
 
 
+def yaml_number(number: float) -> str:
+    """The number as YAML 1.1 reads it back exactly: digits for a whole number, else Python's
+    shortest exact form with a decimal point in the mantissa and a sign on the exponent."""
+    if number.is_integer() and abs(number) < 1e15:
+        return str(int(number))
+    mantissa, _, exponent = repr(number).partition("e")
+    if not exponent:
+        return mantissa
+    mantissa += "" if "." in mantissa else ".0"
+    return f"{mantissa}e{exponent if exponent[0] in '+-' else '+' + exponent}"
+
+
 def how_to_write_a_number(text: str, wanted: str) -> str:
     """The way out for a number read as text: the quotes, where the text unquoted is a number;
     else what YAML made of what was written (a leading zero, a time, a date, `1e5`)."""
@@ -229,9 +241,12 @@ def how_to_write_a_number(text: str, wanted: str) -> str:
     if isinstance(unquoted, int | float) and not isinstance(unquoted, bool):
         return 'write it without quotes (in YAML, `key: 100`, not `key: "100"`)'
     if EXPONENT.fullmatch(text.strip()):
-        number = float(text)
-        plain = f"{int(number)}" if number.is_integer() and abs(number) < 1e15 else f"{number:.1e}"
-        return f"YAML reads an exponent without a decimal point and a sign as text: write {plain}"
+        number, mantissa = float(text), re.split("[eE]", text)[0]
+        if math.isinf(number) or (number == 0 and re.search("[1-9]", mantissa)):
+            return (f"{text.strip()} is beyond what a number holds here (the largest about "
+                    "1.8e+308, the smallest above 0 about 4.9e-324)")  # fmt: skip
+        return ("YAML reads an exponent without a decimal point and a sign as text: write "
+                f"{yaml_number(number)}")  # fmt: skip
     example = "100" if wanted == "a whole number" else "0.5"
     return (f"YAML reads `{text[:40]}` as text (a leading zero, a time and a date stay text "
             f"here): write {wanted} in plain digits, like {example}")  # fmt: skip
