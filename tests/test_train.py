@@ -1039,6 +1039,21 @@ def test_the_memory_bound_is_at_most_what_a_real_step_holds(precision, tmp_path,
     assert figures["bound"] >= (12 if precision == "bf16" else 16) * figures["count"]
 
 
+def test_a_step_larger_than_the_training_split_is_refused_before_it_starts(tmp_path, copy_data):
+    """An extra zero in tokens_per_step made one step read the corpus hundreds of times over:
+    its first step ran for hours (a SIGTERM waiting for it to end). Refused at the first step,
+    with the split's size, before any checkpoint."""
+    spec = experiment(tmp_path / "run.json", copy_data, tokens_per_step=10**7)
+    refused = run_training(spec)
+    assert refused.returncode == 1, refused.stderr[-3000:]
+    message = refused.stderr.split("ERROR", 1)[-1]
+    assert "train.tokens_per_step 10,000,000 is more than the training split holds (" in message
+    assert "Lower tokens_per_step" in message and "Traceback" not in refused.stderr
+    assert not (tmp_path / "run/checkpoints").exists() or not any(
+        (tmp_path / "run/checkpoints").glob("step*")
+    )
+
+
 OUT_OF_MEMORY_IN_STEP = """
 import sys, torch
 from aiayn.model import Transformer

@@ -59,7 +59,24 @@ class TrainingBatches:
             raise InputError(
                 f"no training batches for {self.world} processes: the training split is too small"
             )
+        if epoch == 0:
+            self.check_step_within_an_epoch(len(mine), int(lengths[1].sum()))
         return mine
+
+    def check_step_within_an_epoch(self, batches: int, target_tokens: int) -> None:
+        """A step that takes more batches than an epoch has reads the whole split several
+        times over in one update: a mistaken `tokens_per_step` (an extra zero), whose first
+        step would run for hours (and a SIGTERM waits for the step to end)."""
+        if self.accumulation <= batches:
+            return
+        raise InputError(
+            f"train.tokens_per_step {self.settings.tokens_per_step:,} is more than the training "
+            f"split holds ({target_tokens:,} target tokens): a step would take "
+            f"{self.accumulation:,} batches a process where an epoch has {batches:,}, reading "
+            f"the split about {self.accumulation / batches:,.0f} times over in one update. "
+            "Lower tokens_per_step (the paper's is about 25,000 on 4.5M pairs), or train on "
+            "more data"
+        )
 
     def check_step_fill(self, batches: list, lengths: tuple) -> None:
         """Warn when padding, not the real-token budget, closes the batches: the steps would then
