@@ -77,7 +77,7 @@ report: front_page
 # The bill before any job runs (a dry run is the place to read it).
 if workflow.is_main_process:
     logger.info(plan.report.gpu_hours(code_version("train.py")))
-    for message in plan.runs.early_stopping_that_cannot_stop():
+    for message in plan.runs.warnings():
         logger.warning(message)
 
 

@@ -658,6 +658,26 @@ def test_keys_yaml_reads_as_numbers_and_files_not_in_utf8_are_named(tmp_path, te
         load_config(PROJECT, [path])
 
 
+def test_averaging_more_checkpoints_than_the_run_writes_is_warned_of(project_copy, capsys):
+    """average_last 100 where checkpoints every 10 steps to 750 make 75: the final model would
+    average 75, so `aiayn config` (and a dry run, through the same plan) says so; 75 is quiet."""
+    from aiayn.cli import main
+
+    def study(average_last):
+        (project_copy / "averaging.yaml").write_text(
+            f"include: [config.yaml]\nexperiments:\n  tiny:\n    train: {{average_last: {average_last}}}\n"
+        )
+        return ["config", "--workdir", str(project_copy), "--configfile", "averaging.yaml"]
+
+    assert main(study(100)) == 0
+    assert (
+        "warning: experiment 'tiny': average_last 100 but the run writes 75 checkpoints (every 10 "
+        "steps, to max_steps 750): its final model averages 75" in capsys.readouterr().err
+    )
+    assert main(study(75)) == 0
+    assert "average_last" not in capsys.readouterr().err
+
+
 def test_early_stopping_that_cannot_stop_before_max_steps_is_warned_of(project_copy, capsys):
     """Patience 7 at dev every 100 steps stops at step 800 at the earliest: not before the
     toy's max_steps 750, so a dry run and `aiayn config` say so (and still plan the run: a

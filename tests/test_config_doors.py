@@ -75,7 +75,7 @@ def planned(path) -> dict:
     plan.outputs.score_files()
     plan.report.files()
     plan.report.gpu_hours()
-    plan.runs.early_stopping_that_cannot_stop()
+    plan.runs.warnings()
     return config
 
 

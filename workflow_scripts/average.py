@@ -12,7 +12,11 @@ def main():
     paths = summary["average_weights"][-snakemake.params.last :]
     averaged = average_weights(paths, snakemake.wildcards.experiment)
     save_weights(snakemake.output.model, averaged)
-    logging.getLogger("aiayn").info("averaged %d checkpoints: %s", len(paths), paths)
+    log = logging.getLogger("aiayn")
+    log.info("averaged %d checkpoints: %s", len(paths), paths)
+    if len(paths) < snakemake.params.last:  # the plan warned where it could tell
+        log.warning("averaged %d checkpoints, not average_last %d: the run wrote no more",
+                    len(paths), snakemake.params.last)  # fmt: skip
 
 
 run_stage(main, snakemake.log[0])

@@ -313,7 +313,7 @@ def run_config(args: argparse.Namespace) -> int:
     root = args.workdir
     config = load_config(root, [root / path for path in args.configfile])
     sys.stdout.write(yaml.safe_dump(config, sort_keys=False))
-    for message in Plan(config).runs.early_stopping_that_cannot_stop():  # as the Snakefile warns
+    for message in Plan(config).runs.warnings():  # as the Snakefile warns
         print(f"warning: {message}", file=sys.stderr)
     return 0
 

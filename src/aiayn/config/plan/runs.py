@@ -102,6 +102,32 @@ class RunPlan:
                 "experiment against the first of its dataset"
             )
 
+    def warnings(self) -> list[str]:
+        """What the plan runs as written but likely not as meant: said before any job (a dry
+        run and `aiayn config` too)."""
+        return self.early_stopping_that_cannot_stop() + self.averaging_short_of_checkpoints()
+
+    def averaging_short_of_checkpoints(self) -> list[str]:
+        """A warning per experiment whose steps write fewer checkpoints than `average_last`:
+        its final model averages only those (and the tables would call it the average of the
+        last average_last). Said only where the count is known: no time-based checkpoints."""
+        found = []
+        for group in self.groups():
+            train = self.trainer_spec(group)["train"]
+            every, steps = train["checkpoint_every_steps"], train["max_steps"]
+            if train["checkpoint_every_minutes"] is not None:
+                continue
+            written = len({*range(every, steps + 1, every), steps}) if every else 1
+            if train["average_last"] > written:
+                how = f"every {every} steps" if every else "the last step only"
+                found.append(
+                    f"experiment {group!r}: average_last {train['average_last']} but the run "
+                    f"writes {written} checkpoint{'s' * (written > 1)} ({how}, to max_steps "
+                    f"{steps}): its final model averages {written}. Lower average_last, or save "
+                    "more often (checkpoint_every_steps)"
+                )
+        return found
+
     def early_stopping_that_cannot_stop(self) -> list[str]:
         """A warning per experiment whose early stopping can never end it before `max_steps`:
         the first dev evaluation sets the best, so the earliest stop is `patience` evaluations
