@@ -73,7 +73,7 @@ def run_stage(stage: str, folder: Path, pairs: int, threads: int, vocab_size: in
         from aiayn.prepare.subword import train_bpe
 
         subword = replace(settings["subword"], vocab_size=vocab_size)
-        train_bpe([f"{clean}.{s}" for s in sides], str(bpe), subword, threads=threads)
+        train_bpe([f"{clean}.{s}" for s in sides], str(bpe), subword)
         return {"input_sentence_size": subword.input_sentence_size, "vocab_size": vocab_size}
     elif stage == "binarize":
         from aiayn.prepare.binarize import binarize_file

@@ -350,7 +350,7 @@ def small_bpe(path: Path) -> None:
     text.write_text(
         "".join(f"{en}\n{de}\n" for en, de in generate(1000, seed=1, partition="train"))
     )
-    train_bpe([str(text)], str(path), SubwordSettings(vocab_size=500), threads=1)
+    train_bpe([str(text)], str(path), SubwordSettings(vocab_size=500))
     text.unlink()
 
 

@@ -361,7 +361,7 @@ def test_dev_bleu_scores_the_models_own_translations_as_sacrebleu_does(tmp_path)
     pairs = list(generate(300, seed=1, partition="dev"))
     text = tmp_path / "text.txt"
     text.write_text("".join(f"{en}\n{de}\n" for en, de in pairs), encoding="utf-8")
-    train_bpe([str(text)], str(tmp_path / "bpe.model"), SubwordSettings(vocab_size=600), threads=1)
+    train_bpe([str(text)], str(tmp_path / "bpe.model"), SubwordSettings(vocab_size=600))
     processor = load_subword(tmp_path / "bpe.model")
     for side, index in (("src", 0), ("tgt", 1)):
         write_indexed(tmp_path / side, (processor.encode(p[index]) for p in pairs), 600)

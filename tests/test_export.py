@@ -119,7 +119,7 @@ def toy_bundle(tmp_path_factory):
     pairs = list(generate(2000, seed=1, partition="train"))
     text.write_text("".join(f"{en}\n{de}\n" for en, de in pairs), encoding="utf-8")
     subword = folder / "bpe.model"
-    train_bpe([str(text)], str(subword), SubwordSettings(vocab_size=600), threads=1)
+    train_bpe([str(text)], str(subword), SubwordSettings(vocab_size=600))
     torch.manual_seed(0)
     config = TransformerConfig(vocab_size=600, n_layers=1, d_model=32, d_ff=64, n_heads=4,
                                dropout=0.1)  # fmt: skip

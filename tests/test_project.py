@@ -987,10 +987,10 @@ def test_the_hang_guard(request):
 """
 
 
-@pytest.mark.parametrize(("cpus", "given", "limit"), [("0,1", None, "900.0"), ("0", None, "1800.0"),
+@pytest.mark.parametrize(("cpus", "given", "limit"), [("0,1", None, "1200.0"), ("0", None, "2400.0"),
                                                       ("0", "77", "77.0")])  # fmt: skip
 def test_the_hang_guard_grows_on_fewer_cores_than_ci_has(cpus, given, limit, tmp_path):
-    """pytest-timeout's 900 s, sized for CI's two cores, doubles on one (the suite there takes
+    """pytest-timeout's 1200 s, sized for CI's two cores, doubles on one (the suite there takes
     twice as long: a slow test is no hung one); a limit the user gives is kept."""
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two cores to pin one or both")

@@ -492,9 +492,11 @@ LEFT_LAUNCH = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR":
                "MASTER_PORT": "29411", "CXX": "/nonexistent/g++"}  # fmt: skip
 
 
-def run_as_named(root: Path, command: str) -> None:
-    """Run a `snakemake ...` command a message names, word for word, as its reader would."""
-    subprocess.run([sys.executable, "-m", *shlex.split(command)], cwd=root, check=True,
+def run_as_named(root: Path, command: str, cores: str | None = None) -> None:
+    """Run a `snakemake ...` command a message names, word for word, as its reader would;
+    `cores` pins it to those (`taskset -c`), as a smaller allocation would."""
+    pinned = ["taskset", "-c", cores] if cores else []
+    subprocess.run([*pinned, sys.executable, "-m", *shlex.split(command)], cwd=root, check=True,
                    capture_output=True)  # fmt: skip
 
 
@@ -849,14 +851,16 @@ def test_formatting_comments_and_docstrings_rerun_nothing_a_statement_its_stages
 def test_a_deleted_bpe_model_is_trained_again_by_the_command_aiayn_names(quick_run):
     """A deleted bpe.model gave "Nothing to be done" while `aiayn translate` pointed back at that
     command (#77). The command it names now trains the same model again (the weights' digest
-    of it checks that), and Snakemake, finding the same bytes, reruns nothing after it."""
+    of it checks that), and Snakemake, finding the same bytes, reruns nothing after it: also
+    on one core, where `--cores all` gives the job fewer threads than the run's had (the
+    model file records sentencepiece's thread count)."""
     bpe = quick_run / "data/toy/spm/bpe.model"
     before = bpe.read_bytes()
     bpe.unlink()
     refused = aiayn(quick_run, "translate", "-e", "quick", stdin="the dog sees a cat\n")
     assert refused.returncode == 1 and "bpe.model is gone: `snakemake" in refused.stderr
     way_out = re.search(r"`(snakemake [^`]+)`", refused.stderr).group(1)
-    run_as_named(quick_run, way_out)
+    run_as_named(quick_run, way_out, cores="0")
     assert bpe.read_bytes() == before
     assert aiayn(quick_run, "translate", "-e", "quick", stdin="the dog\n").returncode == 0
     planned = run_snakemake(quick_run, "-n")

@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 
 
 DEFAULTS = defaults("subword")  # schemas/config.schema.yaml
+# sentencepiece writes its thread count into the model file: a fixed count, not the job's, keeps
+# a model trained again on another allocation (one core, say) the same bytes, which the weights
+# trained with it check. The pieces do not depend on it.
+THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,6 @@ def train_bpe(
     inputs: list[str],
     model_path: str,
     settings: SubwordSettings,
-    threads: int = 1,
 ) -> dict:
     """Train the shared BPE model on a shuffled sample of both training sides; sentencepiece
     reports its progress (loading, merges) on stderr, which the rule sends to its log.
@@ -70,7 +73,7 @@ def train_bpe(
             normalization_rule_name=settings.normalization_rule_name,
             byte_fallback=settings.byte_fallback,
             split_by_unicode_script=settings.split_by_unicode_script,
-            num_threads=max(1, threads),
+            num_threads=THREADS,
             pad_id=PAD_ID,
             unk_id=UNK_ID,
             bos_id=BOS_ID,
@@ -92,6 +95,6 @@ def train_bpe(
     return {
         "vocab_size": processor.get_piece_size(),
         "inputs": inputs,
-        "threads": max(1, threads),
+        "threads": THREADS,
         **asdict(settings),
     }
