@@ -270,10 +270,10 @@ def provenance(work: Path) -> dict:
             "torch": torch.__version__, "data": data.hexdigest()[:16]}  # fmt: skip
 
 
-def kept_runs(work: Path, args) -> dict:
+def kept_runs(now: dict, args) -> dict:
     """With --resume, the record's runs of both sides; refused where they were measured with
-    other steps, or by other code, torch or data (`provenance`): a record's seeds come from one
-    code and one data."""
+    other steps, or by other code, torch or data than `now` (`provenance`): a record's seeds
+    come from one code and one data."""
     if not args.resume or not RECORD.exists():
         return {side: [] for side in SIDES}
     record = json.loads(RECORD.read_text())
@@ -281,7 +281,6 @@ def kept_runs(work: Path, args) -> dict:
         raise SystemExit(f"{RECORD} was measured with --steps {record['steps']} --every "
                          f"{record['every']}: resume with those, or start again without "
                          "--resume")  # fmt: skip
-    now = provenance(work)
     for side in SIDES:
         for run in record["runs"][side]:
             then = run.get("provenance", {})
@@ -342,12 +341,12 @@ def main() -> None:
     work = args.work.resolve()
     data_bin = export_to_fairseq(work, work / "fairseq", args.fairseq_python)
     config, experiment = ours_config(work, args)
+    now = provenance(work)
     record = benchlib.header("fairseq_learning", threads_a_run=THREADS_A_RUN) | {
         "steps": args.steps,
         "every": args.every,
-        "runs": kept_runs(work, args),
+        "runs": kept_runs(now, args),
     }
-    now = provenance(work)
     done = {run["seed"] for run in record["runs"]["ours"]}
     todo = sorted(set(range(1, args.seeds + 1)) - done)
     if not todo:

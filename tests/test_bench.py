@@ -319,7 +319,14 @@ def test_fairseq_record_resumes_only_from_its_own_steps_code_and_data(tmp_path, 
     record = tmp_path / "fairseq_learning-cpu.json"
     monkeypatch.setattr(fairseq_learning, "RECORD", record)
     args = argparse.Namespace(resume=True, steps=2000, every=250, seeds=3, data_root=None)
-    assert fairseq_learning.kept_runs(tmp_path, args) == {"ours": [], "fairseq": []}
+
+    def kept():  # as main calls it: with the provenance of now
+        return fairseq_learning.kept_runs(fairseq_learning.provenance(tmp_path), args)
+
+    assert kept() == {
+        "ours": [],
+        "fairseq": [],
+    }
     binarized = tmp_path / "data/multi30k/bin"
     binarized.mkdir(parents=True)
     (binarized / "train.en-de.en.bin").write_bytes(b"ids")
@@ -332,17 +339,17 @@ def test_fairseq_record_resumes_only_from_its_own_steps_code_and_data(tmp_path, 
                                       "runs": {"ours": runs, "fairseq": runs}}))  # fmt: skip
 
     recorded()
-    assert fairseq_learning.kept_runs(tmp_path, args)["ours"] == [run]
+    assert kept()["ours"] == [run]
     recorded(steps=1000)
     with pytest.raises(SystemExit, match="--steps 1000 --every 250"):
-        fairseq_learning.kept_runs(tmp_path, args)
+        kept()
     recorded(train_code="0123456789abcdef")
     with pytest.raises(SystemExit, match="seed 1 of ours was measured with another train_code"):
-        fairseq_learning.kept_runs(tmp_path, args)
+        kept()
     recorded()
     (binarized / "train.en-de.en.bin").write_bytes(b"other ids")
     with pytest.raises(SystemExit, match="another data"):
-        fairseq_learning.kept_runs(tmp_path, args)
+        kept()
     record.write_text(record.read_text().replace('"provenance"', '"unrecorded"'))
     with pytest.raises(SystemExit, match="not recorded"):
-        fairseq_learning.kept_runs(tmp_path, args)
+        kept()
