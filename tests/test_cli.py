@@ -172,7 +172,9 @@ def test_bad_translate_arguments_are_refused_before_any_work(project, capsys, tm
         error = translate(project, capsys, "-e", "tiny", "--device", "cuda")
         assert "--device cuda: this machine has 0 CUDA device(s); use --device cpu" in error
     error = translate(project, capsys, "-e", "tiny", "--alpha", "nan")
-    assert "decode.alpha must be a finite number, not nan" in error
+    assert "decode.alpha must be a finite number, 0 or more, not nan" in error
+    error = translate(project, capsys, "-e", "tiny", "--alpha", "-0.5")
+    assert "decode.alpha must be a finite number, 0 or more, not -0.5" in error
 
 
 def test_a_parser_is_refused_by_translate_with_the_workflow_command(project, capsys):
@@ -194,6 +196,7 @@ def test_lengths_names_what_is_missing_before_any_work(project, capsys):
 
     assert "experiment 'tiny' has no averaged model yet" in lengths()
     assert "--alphas: nan is not a finite length penalty" in lengths("--alphas", "1", "nan")
+    assert "--alphas: -1.0 is not a finite length penalty, 0 or more" in lengths("--alphas", "-1")
     made = [project / "runs/tiny/averaged.safetensors", project / "data/toy/spm/bpe.model"]
     made[0].parent.mkdir(parents=True, exist_ok=True)
     made[0].touch()

@@ -339,9 +339,10 @@ def test_a_record_of_other_code_settings_or_packages_is_not_a_rerun(tmp_path, ca
 
 
 def test_missing_damaged_and_unreadable_records_are_named_with_a_nonzero_exit(tmp_path, capsys):
-    """A truncated score file, a run.json moved away, a score entry that is not an object and a
-    --workdir that is not there: each named, exit 1, the other studies still checked; a study
-    folder that is a link out of the checkout is compared as that study."""
+    """A truncated score file, a run.json moved away and a score entry that is not an object:
+    each named, exit 1, the other studies still checked; a study folder that is a link out of
+    the checkout is compared as that study. A --workdir that is not there or is a file:
+    argparse's refusal, exit 2 (any command's)."""
     committed_checkout(tmp_path)
     score = tmp_path / "results/toy/scores/tiny/averaged/test.json"
     score.write_text(score.read_text()[:50])
@@ -368,7 +369,13 @@ def test_missing_damaged_and_unreadable_records_are_named_with_a_nonzero_exit(tm
     assert found["results/wmt14_en_de_sample"].endswith("(the committed record itself: nothing "
                                                         "rerun since)")  # fmt: skip
     assert found["results/toy_seeds"].endswith("nothing rerun since)")
-    assert main(["results", "--compare", "--workdir", str(tmp_path / "not_there")]) == 1
+    for workdir in (tmp_path / "not_there", tmp_path / "results/toy/run.json"):
+        with pytest.raises(SystemExit) as refused:  # argparse's refusal, every command's
+            main(["results", "--compare", "--workdir", str(workdir)])
+        assert refused.value.code == 2
+    told = capsys.readouterr().err
+    assert f"--workdir: {tmp_path / 'not_there'} does not exist: give the workflow's" in told
+    assert "results/toy/run.json is not a folder: give the workflow's checkout" in told
 
 
 def test_a_rerun_that_loses_reverses_or_adds_a_marked_conclusion_is_not_reproduced(

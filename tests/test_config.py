@@ -347,7 +347,9 @@ def test_a_yaml_alias_bomb_is_refused_at_once(project_copy):
 def test_unknown_dataset_in_prepare_is_named(project_copy):
     result = run_snakemake(project_copy, "-n", "--config", "prepare=[toyy]", check=False)
     assert result.returncode != 0
-    assert "dataset 'toyy' is not defined under `datasets`" in result.stdout + result.stderr
+    said = result.stdout + result.stderr
+    assert "Error in the config: prepare names 'toyy', which is not a dataset under" in said
+    assert "Traceback" not in said and "Snakefile" not in said  # it was a Snakefile traceback
 
 
 def test_an_experiment_naming_an_unknown_dataset_is_named(project_copy):

@@ -128,6 +128,33 @@ def test_what_yaml_1_1_would_misread_or_cannot_hold_is_refused(tmp_path, key, va
         planned(path)
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "refusal"),
+    [
+        (("experiments", "tiny", "train", "adam_beta1"), "1.5", "adam_beta1: 1.5 is greater than or equal to the maximum of 1"),
+        (("experiments", "tiny", "train", "adam_eps"), "0", "adam_eps: 0 is less than the minimum of 1e-16"),
+        (("experiments", "tiny", "train", "seed"), "-1", "seed: -1 is less than the minimum of 0"),
+        (("experiments", "tiny", "train", "seed"), str(2**70), "is greater than the maximum of 4294967295"),
+        (("experiments", "tiny", "overrides"), "{dropout: 1}", "dropout: 1 is greater than or equal to the maximum of 1"),
+        (("experiments", "tiny", "eval_splits"), "[]", "eval_splits: [] should be non-empty"),
+        (("experiments", "tiny", "eval_splits"), "[test, test]", "has non-unique elements"),
+        (("experiments", "tiny", "decode"), "{alpha: -1}", "alpha: -1 is less than the minimum of 0"),
+        (("complexity", "lengths"), "[16, 16, 32]", "complexity.lengths: [16, 16, 32] has non-unique"),
+        (("study",), "toy\nreport: {bootstrap_resamples: 1000000000}", "bootstrap_resamples: 1000000000 is greater than the maximum of 10000"),
+    ],
+)  # fmt: skip
+def test_numbers_and_lists_past_what_reads_them_are_refused(tmp_path, key, value, refusal):
+    """The schema's bounds are its readers': Adam's (betas below 1), numpy's and torch's
+    generators (seeds from 0 to 2^32 - 1), dropout and smoothing below 1, sacreBLEU's resample
+    table (10^9 x 500 indices asked for 3.6 TiB), lists whose repeats would be measured twice
+    or read as all splits (`eval_splits: []`)."""
+    path = tmp_path / "study.yaml"
+    path.write_text(config_text(key, value), encoding="utf-8")
+    with pytest.raises(InputError) as refused:
+        planned(path)
+    assert refusal in str(refused.value)
+
+
 def test_a_study_named_by_a_number_keeps_it_as_written(tmp_path):
     """`study: 0x10` is the study `0x10` (results/0x10/), not 16; a date is its text too."""
     for written in ("0x10", "2024", "1.50", "2026-12-05"):

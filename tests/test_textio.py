@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import gzip
+import json
 import os
 import stat
 import subprocess
@@ -17,7 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aiayn.errors import DENIED, FULL, InputError, storage_refusal
-from aiayn.textio import LineStats, atomic_folder, atomic_output, read_lines, write_lines
+from aiayn.textio import (
+    LineStats,
+    atomic_folder,
+    atomic_output,
+    read_lines,
+    read_record,
+    write_lines,
+)
 
 
 def test_bom_and_crlf_are_removed_and_counted(tmp_path):
@@ -116,6 +124,63 @@ def test_a_file_size_limit_is_refused_as_a_full_disk_is(tmp_path):
     assert f"{path} could not be written (File too large). The disk" in told
     assert "`ulimit -f`" in told and told.count("\n") == 1
     assert path.read_bytes() == b"old" and sorted(tmp_path.iterdir()) == sorted([path, log])
+
+
+def test_a_stage_whose_allocation_is_refused_says_so_in_one_line(tmp_path):
+    """sacreBLEU's bootstrap asked for a (10^9 resamples x 200 sentences) index table inside
+    a stage (a numpy MemoryError, 1.5 TB): the stage's one-line refusal and exit 1, no
+    traceback, the output not written. The address space is capped so that no machine's
+    overcommit lets it try."""
+    script = (
+        "import resource, sys\n"
+        "from aiayn.logs import run_stage\n"
+        "from aiayn.score.bleu import score\n"
+        "from aiayn.textio import atomic_output\n"
+        "def main():\n"
+        "    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+        "    lines = [f'the dog {i} sees a cat' for i in range(200)]\n"
+        "    with atomic_output(sys.argv[1]) as handle:\n"
+        "        handle.write(str(score(lines, lines, 'de', 10**9)))\n"
+        "run_stage(main, sys.argv[2])\n"
+    )
+    out, log = tmp_path / "scores.json", tmp_path / "stage.log"
+    result = subprocess.run([sys.executable, "-c", script, str(out), str(log)],
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    told = log.read_text()
+    assert "the stage ran out of memory (Unable to allocate" in told, told
+    assert "`--resources mem_mb=N`" in told and told.count("\n") == 1
+    assert sorted(tmp_path.iterdir()) == [log]
+
+
+RECORD = {"steps": 30, "final_weights": "runs/quick/weights/step00000030.safetensors"}
+
+
+@given(cut=st.integers(0, 200), noise=st.binary(max_size=20), at=st.integers(0, 200))
+@settings(max_examples=200, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+def test_a_damaged_record_is_read_whole_or_refused_naming_it(tmp_path, cut, noise, at):
+    """A stage's JSON record cut short at any byte, or with bytes written into it (not UTF-8,
+    other JSON, another shape): read as the record it is, or refused naming the file and the
+    key or the damage; never a reader's traceback (a KeyError, a JSONDecodeError)."""
+    whole = json.dumps(RECORD, indent=2).encode()
+    damaged = (whole[:at] + noise + whole[at:])[: len(whole) - cut]
+    path = tmp_path / "train.json"
+    path.write_bytes(damaged)
+    try:
+        record = read_record(path, "steps", "final_weights")
+    except InputError as err:
+        told = str(err)
+        assert told.startswith(f"{path} ") and "Delete it and run the same command" in told
+        assert (
+            "is not a whole JSON record" in told
+            or "does not hold 'steps'" in told
+            or ("does not hold 'final_weights'" in told)
+        )
+        return
+    assert {"steps", "final_weights"} <= set(record)
+    if damaged == whole:
+        assert record == RECORD
 
 
 def test_an_atomic_folder_is_whole_or_the_old_one(tmp_path):

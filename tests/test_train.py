@@ -25,6 +25,7 @@ from hypothesis import given
 from hypothesis import settings as examples
 from hypothesis import strategies as st
 
+from aiayn.config.schema import schema
 from aiayn.errors import InputError
 from aiayn.model import Transformer
 from aiayn.model_config import TransformerConfig
@@ -1234,6 +1235,46 @@ def test_the_sync_free_step_follows_fp32_partitions_replaced_after_install(tmp_p
     assert torch.equal(installed.detach(), before)  # the tensor install saw: left alone
     model = next(trainer.engine.module.parameters())  # the bf16 weights follow the new one
     assert torch.equal(model.detach().flatten(), replaced.detach()[: model.numel()].bfloat16())
+
+
+def schema_edge(section: str, key: str, highest: bool) -> float:
+    """The lowest or the highest number the config's schema takes at an experiment's
+    `section.key` (next to an exclusive bound); the highest seed is that of the last of the
+    most `seeds` an experiment may have (seed + k - 1)."""
+    experiment = schema()["$defs"]["experiment"]["properties"]
+    bounds = experiment[section]["properties"][key]
+    if highest:
+        edge = bounds.get("maximum", bounds.get("exclusiveMaximum"))
+        if "exclusiveMaximum" in bounds:
+            edge = math.nextafter(edge, -math.inf)
+        return edge + experiment["seeds"]["maximum"] - 1 if key == "seed" else edge
+    edge = bounds.get("minimum", bounds.get("exclusiveMinimum"))
+    return math.nextafter(edge, math.inf) if "exclusiveMinimum" in bounds else edge
+
+
+@pytest.mark.parametrize("highest", [False, True], ids=["lowest", "highest"])
+def test_every_number_the_schema_takes_builds_the_trainer_and_steps(tmp_path, copy_data, highest):
+    """The schema's bounds are those of what reads the numbers: at the lowest and the highest
+    value it takes, Adam's betas and epsilon, the seed (torch's and numpy's generators),
+    label smoothing and both dropouts build a real trainer whose steps stay finite. Adam's
+    betas at 1.5, a negative seed or one past 2^64 passed the schema and were tracebacks at
+    the first step; an epsilon of 0 steps an unused piece's embedding by 0 / 0."""
+    from aiayn.train.engine import init_process
+    from aiayn.train.settings import Experiment
+    from aiayn.train.trainer import Trainer
+
+    init_process()
+    train = ["adam_beta1", "adam_beta2", "label_smoothing", "seed"] + ["adam_eps"] * (not highest)
+    edges = {key: schema_edge("train", key, highest) for key in train}
+    spec = experiment(tmp_path / "edge.json", copy_data, **edges)
+    written = json.loads(spec.read_text())
+    for key in ("dropout", "attention_dropout"):
+        written["model"][key] = schema_edge("overrides", key, highest)
+    spec.write_text(json.dumps(written))
+    trainer = Trainer(Experiment.from_json(spec))
+    losses = [trainer.train_step(save_requested=False, budget_spent=False)[0] for _ in range(2)]
+    assert all(math.isfinite(float(loss)) for loss in losses), (edges, losses)
+    assert all(torch.isfinite(p).all() for p in trainer.engine.module.parameters()), edges
 
 
 @pytest.mark.workflow

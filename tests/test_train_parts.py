@@ -121,6 +121,12 @@ def test_an_empty_dev_split_or_one_without_a_pair_that_fits_is_refused_before_tr
     too_long = (str(tmp_path / "long"), str(tmp_path / "long"))
     with pytest.raises(InputError, match="no dev pair can be scored: all 1 pairs"):
         TrainingBatches(an_experiment(tmp_path / "run", data, dev=too_long), 0, 1, 1, 300)
+    padded = an_experiment(tmp_path / "run", data, pad_to_multiple=1000)  # pads past 300
+    with pytest.raises(InputError) as refused:
+        TrainingBatches(padded, 0, 1, 1, 300)
+    assert "or lower train.pad_to_multiple (1000: every sentence is padded past" in str(
+        refused.value
+    )
 
 
 # ---- one step and the dev loss, through a real DeepSpeed engine -------------------------

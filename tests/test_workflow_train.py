@@ -500,6 +500,37 @@ def run_as_named(root: Path, command: str, cores: str | None = None) -> None:
                    capture_output=True)  # fmt: skip
 
 
+def test_a_damaged_train_json_is_named_by_the_stages_that_read_it_and_written_again(quick_run):
+    """train.json cut short, not UTF-8, or of another shape: rule average refuses it in one
+    line naming it (it was a JSONDecodeError or KeyError traceback), nothing averaged; the way
+    out it names (delete it, run the same command) writes it again from the same checkpoints,
+    and the same averaged model follows."""
+    summary = quick_run / "runs/quick/train.json"
+    whole, averaged = summary.read_bytes(), quick_run / "runs/quick/averaged.safetensors"
+    model = load_weights(averaged)
+    for damaged, told in [
+        (whole[: len(whole) // 2], "is not a whole JSON record (Expecting"),
+        (whole.replace(b'"steps"', b'"st\xe9ps"', 1), "is not a whole JSON record ('utf-8'"),
+        (b'["steps", "average_weights"]', "does not hold 'average_weights'"),
+    ]:
+        summary.write_bytes(damaged)
+        result = run_snakemake(quick_run, "runs/quick/averaged.safetensors", check=False)
+        log = (quick_run / "logs/average/quick.log").read_text()
+        assert result.returncode == 1 and "Traceback" not in log + result.stderr, log[-2000:]
+        assert f"runs/quick/train.json {told}" in log, log[-2000:]
+        assert "Delete it and run the same command again" in log
+        assert not averaged.exists()
+    summary.unlink()
+    run_snakemake(quick_run, "runs/quick/averaged.safetensors")
+    assert json.loads(summary.read_text())["steps"] == 30
+    again = load_weights(averaged)
+    assert {k: v for k, v in again.items() if k != "state_dict"} == {
+        k: v for k, v in model.items() if k != "state_dict"
+    }
+    for name, tensor in model["state_dict"].items():
+        assert torch.equal(again["state_dict"][name], tensor), name
+
+
 def test_a_bigger_budget_resumes_training_and_leaves_the_data_alone(quick_run, tmp_path):
     """Also: between the longer training and its new average, `aiayn` refuses the older
     averaged model (it exported it with rc 0, #77), and the command it names averages again.
@@ -701,7 +732,10 @@ def final_weights(root: Path) -> dict:
     return load_weights(root / summary["final_weights"])["state_dict"]
 
 
-def test_sigterm_checkpoints_and_a_rerun_resumes_to_the_same_weights(tmp_path):
+def test_sigterm_checkpoints_sigkill_is_named_and_reruns_resume_to_the_same_weights(tmp_path):
+    """SIGTERM (SLURM's stop) checkpoints where it lands; a SIGKILL of the trainer alone (the
+    kernel's out-of-memory killer), which the trainer cannot report, is named by the job with
+    the checkpoint kept; the rerun resumes from it to an unbroken run's weights."""
     settings = {
         "max_steps": 60,
         "log_every_steps": 1,
@@ -732,6 +766,18 @@ def test_sigterm_checkpoints_and_a_rerun_resumes_to_the_same_weights(tmp_path):
     assert 30 <= step < 60 and step % 25 != 0  # a checkpoint the schedule would not have made
     assert (stopped / f"runs/quick/checkpoints/step{step:08d}/COMPLETE").exists()
     assert (stopped / f"runs/quick/weights/step{step:08d}.stopped.safetensors").exists()
+
+    # resumed, then the trainer alone killed as its step 45 ends (no checkpoint since the
+    # signal's): the job names SIGKILL and that checkpoint
+    marker.unlink()
+    env = fault_point_env(stopped, AIAYN_FAULT_PAUSE=f"progress:45:{marker}")
+    process = train_in_background(stopped, env)
+    trainer = wait_until_stopped(marker, process, "training")["pid"]
+    os.kill(trainer, signal.SIGKILL)
+    assert process.wait(timeout=120) != 0
+    log = (stopped / "logs/train/quick.log").read_text()
+    assert "training quick was killed (SIGKILL), which no process can catch" in log, log[-3000:]
+    assert f"its newest checkpoint is runs/quick/checkpoints/step{step:08d}, which" in log
 
     run_snakemake(stopped, "runs/quick/train.json")
     log = (stopped / "logs/train/quick.log").read_text()

@@ -1,6 +1,5 @@
 """Rule decode: translate one binarized split with beam search and write detokenized text."""
 
-import json
 import logging
 
 import torch
@@ -12,15 +11,14 @@ from aiayn.parsing.constrained import search_constraint
 from aiayn.precision import native_precision
 from aiayn.prepare.binarize import IndexedDataset
 from aiayn.prepare.pieces import load as load_subword
-from aiayn.textio import read_lines, write_lines
+from aiayn.textio import read_lines, read_record, write_lines
 
 
 def weights_path() -> str:
     """The averaged model, or the last checkpoint's weights that train.json names."""
     if snakemake.wildcards.checkpoint == "averaged":
         return snakemake.input.model
-    with open(snakemake.input.model, encoding="utf-8") as handle:
-        return json.load(handle)["final_weights"]
+    return read_record(snakemake.input.model, "final_weights")["final_weights"]
 
 
 def main():

@@ -1,12 +1,12 @@
 """Rule figure: one figure of results/<study>/figures/ as PNG and PDF."""
 
-import json
 from pathlib import Path
 
 from aiayn.config import paths
 from aiayn.logs import run_stage
 from aiayn.report import figures
 from aiayn.report.output import save_figure
+from aiayn.textio import read_record
 
 
 def learning_rate():
@@ -37,7 +37,7 @@ def loss_curves():
 def parse_curves():
     baselines = {}
     for path in snakemake.input.baselines:
-        record = json.loads(Path(path).read_text())
+        record = read_record(path, "dataset", "split", "baselines")
         label = f"{record['dataset']} {record['split']}"
         baselines[label] = {
             name: scores["all"]["f1"] for name, scores in record["baselines"].items()
@@ -46,7 +46,7 @@ def parse_curves():
 
 
 def averaging():
-    records = [json.loads(Path(p).read_text()) for p in snakemake.input.scores]
+    records = [read_record(p) for p in snakemake.input.scores]
     bleu = {}
     for spec in snakemake.params.experiments:
         by_checkpoint = {

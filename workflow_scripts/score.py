@@ -1,18 +1,16 @@
 """Rule score: sacreBLEU, the paper's tokenized BLEU and chrF of one decode."""
 
-import json
 import logging
 
 from aiayn.logs import run_stage, save_record
 from aiayn.score.bleu import paired_bootstrap, score
-from aiayn.textio import read_lines
+from aiayn.textio import read_lines, read_record
 
 
 def main():
     hypotheses = list(read_lines(snakemake.input.hypotheses))
     references = list(read_lines(snakemake.input.reference))
-    with open(snakemake.input.decode_record, encoding="utf-8") as handle:
-        decode = json.load(handle)
+    decode = read_record(snakemake.input.decode_record)
     resamples = snakemake.params.resamples
     figures = score(hypotheses, references, snakemake.params.target_lang, resamples)
     figures["paired_bootstrap"] = against_baseline(hypotheses, references, resamples)

@@ -1,17 +1,14 @@
 """Rule score_parse: decoded sequences into trees over the input's words, scored with EVALB's
 rules against the gold trees."""
 
-import json
-
 from aiayn.logs import run_stage, save_record
 from aiayn.parsing.linearize import Linearization
 from aiayn.parsing.score import score_trees
-from aiayn.textio import read_lines, write_lines
+from aiayn.textio import read_lines, read_record, write_lines
 
 
 def main():
-    with open(snakemake.input.decode_record, encoding="utf-8") as handle:
-        decode = json.load(handle)
+    decode = read_record(snakemake.input.decode_record)
     trees, figures = score_trees(
         list(read_lines(snakemake.input.hypotheses)),
         list(read_lines(snakemake.input.words)),

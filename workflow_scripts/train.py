@@ -15,7 +15,12 @@ from pathlib import Path
 from aiayn.config import paths
 from aiayn.errors import InputError
 from aiayn.logs import run_stage
-from aiayn.train.launch import launch_command, stopped_message, trainer_environment
+from aiayn.train.launch import (
+    killed_message,
+    launch_command,
+    stopped_message,
+    trainer_environment,
+)
 from aiayn.train.run_folder import RunFolder
 from aiayn.train.settings import Experiment, data_digest
 from aiayn.train.trainer import STOP_SIGNALS
@@ -48,6 +53,9 @@ def main():
     if returncode in {128 + s for s in STOP_SIGNALS} or returncode in {-s for s in STOP_SIGNALS}:
         newest = RunFolder(Experiment.from_json(path), 0, 1).newest()
         raise InputError(stopped_message(spec["name"], returncode, newest, snakemake.log[0]))
+    if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
+        newest = RunFolder(Experiment.from_json(path), 0, 1).newest()
+        raise InputError(killed_message(spec["name"], newest, snakemake.log[0]))
     if returncode != 0:
         raise InputError(
             f"training {spec['name']} failed (exit {returncode}); see {snakemake.log[0]}"

@@ -82,7 +82,7 @@ def parser() -> argparse.ArgumentParser:
         description="For each results/<study>/run.json: compare the code and settings versions "
         "it recorded with this checkout's; exit 1 if any study is stale.",
     )
-    results.add_argument("--workdir", type=Path, default=Path("."), help="the workflow's folder")
+    results.add_argument("--workdir", type=folder, default=Path("."), help="the workflow's folder")
     results.add_argument(
         "--compare",
         action="store_true",
@@ -140,7 +140,7 @@ def add_config_arguments(command: argparse.ArgumentParser) -> None:
         default=[],
         help="the study's config files, as given to snakemake (default: config.yaml)",
     )
-    command.add_argument("--workdir", type=Path, default=Path("."), help="the workflow's folder")
+    command.add_argument("--workdir", type=folder, default=Path("."), help="the workflow's folder")
 
 
 RECEIVED: list[signal.Signals] = []  # the stop signals this process was sent
@@ -149,6 +149,18 @@ RECEIVED: list[signal.Signals] = []  # the stop signals this process was sent
 class Stopped(KeyboardInterrupt):
     """A signal that asks the command to stop (SIGINT, SIGTERM, SIGHUP), raised where the
     command is, so that every output being written is cleaned away."""
+
+
+def folder(text: str) -> Path:
+    """--workdir: a folder that is there (a file or a missing path read as one found nothing)."""
+    path = Path(text)
+    try:
+        what = None if path.is_dir() else "is not a folder" if path.exists() else "does not exist"
+    except OSError as err:  # a name too long, say
+        what = f"cannot be looked at ({err.strerror})"
+    if what:
+        raise argparse.ArgumentTypeError(f"{text} {what}: give the workflow's checkout")
+    return path
 
 
 def stop(number: int, _frame) -> None:
@@ -277,8 +289,8 @@ def run_lengths(args: argparse.Namespace) -> int:
 
     check_output(args.output)
     for alpha in args.alphas or ():
-        if not math.isfinite(alpha):
-            raise InputError(f"--alphas: {alpha} is not a finite length penalty")
+        if not (math.isfinite(alpha) and alpha >= 0):
+            raise InputError(f"--alphas: {alpha} is not a finite length penalty, 0 or more")
     found = locate(args)
     split = args.split or found.entry["dev_split"]
     if split not in found.dataset["splits"]:
@@ -347,8 +359,6 @@ def run_compare(root: Path) -> int:
     NOT_A_RERUN: a study's code, settings or packages are not the committed ones."""
     from aiayn.report import compare
 
-    if not root.is_dir():
-        raise InputError(f"--workdir {root} is not a folder: give the workflow's checkout")
     here_studies = {path.parent.name for path in (root / "results").glob("*/run.json")}
     studies = sorted(here_studies | set(compare.committed_studies(root)))
     if not studies:

@@ -39,14 +39,20 @@ def progress(iterable=None, **kwargs):
 
 
 def run_stage(main, logfile: str | None = None) -> None:
-    """Run a stage's main(); bad input is logged as one clear error and exits 1 (no traceback)."""
-    from aiayn.errors import InputError, storage_refusal
+    """Run a stage's main(); bad input, the storage's refusal and memory that ran out are
+    logged as one clear error and exit 1 (no traceback)."""
+    from aiayn.errors import InputError, memory_refusal, out_of_memory, storage_refusal
 
     log = setup_logging(logfile)
     try:
         main()
     except InputError as err:
         log.error("%s", err)
+        sys.exit(1)
+    except (MemoryError, RuntimeError) as err:
+        if not out_of_memory(err):
+            raise
+        log.error("%s", memory_refusal(err))
         sys.exit(1)
     except OSError as err:  # the storage's refusal (a full disk, another's folder), not a bug
         if (refusal := storage_refusal(err)) is None:

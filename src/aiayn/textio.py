@@ -187,6 +187,27 @@ def write_json(path: str | os.PathLike, record: dict) -> None:
         handle.write("\n")
 
 
+def read_record(path: str | os.PathLike, *keys: str) -> dict:
+    """A JSON record a stage wrote (train.json, a score file) holding `keys`. One cut short,
+    edited into other JSON or not UTF-8 is refused naming the file and the way to write it
+    again, not a traceback of the reader."""
+    import json
+
+    try:
+        record = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        problem = f"is not a whole JSON record ({str(err)[:120]})"
+    else:
+        missing = [key for key in keys if not isinstance(record, dict) or key not in record]
+        if not missing:
+            return record
+        problem = f"does not hold {', '.join(map(repr, missing))}"
+    raise InputError(
+        f"{path} {problem}: it was cut short or changed after its stage wrote it. Delete it "
+        "and run the same command again: Snakemake runs the stage that writes it again"
+    )
+
+
 def file_sha256(path: str | os.PathLike) -> str:
     """The file's sha256 (hex), read in chunks: memory stays flat whatever the file's size."""
     digest = hashlib.sha256()

@@ -106,11 +106,11 @@ def done_steps(summary: Path, max_steps: int) -> int:
     since resumes from where it ended."""
     try:
         record = json.loads(summary.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        if str(record.get("ended_by", "")).startswith("early_stopping"):
+            return max_steps
+        return int(record.get("steps", 0))
+    except (OSError, ValueError, AttributeError, TypeError):  # damaged: the stages say so
         return 0
-    if str(record.get("ended_by", "")).startswith("early_stopping"):
-        return max_steps
-    return int(record.get("steps", 0))
 
 
 def report(costs: list[TrainingCost]) -> str:

@@ -78,12 +78,13 @@ def validate(config: dict) -> None:
 
 def check_plan(config: dict) -> None:
     """What must hold once the config is valid: every experiment resolves (its dataset,
-    splits, preset, seeds, decode settings), the report's baseline is one of them, and no
-    dataset mixes treebank splits with others."""
+    splits, preset, seeds, decode settings), the report's baseline is one of them, every
+    dataset to prepare is defined, and no dataset mixes treebank splits with others."""
     from aiayn.config.plan import Plan
 
     plan = Plan(config)
     plan.runs.check()
+    plan.data.check_prepare()
     plan.data.treebanks()
 
 

@@ -42,8 +42,9 @@ class DecodeSettings:
                 f"decode.constrain must be none, trees or lexicon, not {self.constrain!r}"
             )
         check_decoder(self.cache, self.compile)
-        if not math.isfinite(self.alpha):  # NaN or inf: every output would run to the limit
-            raise ValueError(f"decode.alpha must be a finite number, not {self.alpha}")
+        # NaN or inf: every output would run to the limit; below 0, the shorter the better
+        if not (math.isfinite(self.alpha) and self.alpha >= 0):
+            raise ValueError(f"decode.alpha must be a finite number, 0 or more, not {self.alpha}")
         for name in ("beam", "batch_tokens", "max_source_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"decode.{name} must be >= 1, not {getattr(self, name)}")

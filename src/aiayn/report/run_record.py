@@ -19,7 +19,7 @@ from pathlib import Path
 
 from aiayn.config import paths
 from aiayn.software import cpu_model, package_versions
-from aiayn.textio import atomic_output
+from aiayn.textio import atomic_output, read_record
 
 INVOCATION = "AIAYN_INVOCATION"  # the main snakemake process's command and start, for its jobs
 # variables that choose the CPU code behind the floats: torch's vector instruction set, MKL's and
@@ -75,9 +75,9 @@ def commit_of(root: Path) -> dict:
 def experiment_record(summary_path: str, decode: dict) -> dict:
     """What one training says of its run (steps, time, device, dev perplexity), the settings it
     trained with (its experiment.json) and the decode settings its scores used."""
-    summary = json.loads(Path(summary_path).read_text(encoding="utf-8"))
+    summary = read_record(summary_path, "steps", "seconds")
     spec_path = Path(summary_path).with_name(paths.EXPERIMENT_SPEC)
-    spec = json.loads(spec_path.read_text(encoding="utf-8")) if spec_path.is_file() else {}
+    spec = read_record(spec_path) if spec_path.is_file() else {}
     return {
         "steps": summary["steps"],
         "ended_by": summary.get("ended_by"),
@@ -98,7 +98,7 @@ def experiment_record(summary_path: str, decode: dict) -> dict:
 
 def score_record(score_path: str) -> dict:
     """The headline figures of one score file: BLEU (both protocols) and chrF, or EVALB's."""
-    scores = json.loads(Path(score_path).read_text(encoding="utf-8"))
+    scores = read_record(score_path)
     if "per_seed" in scores.get("sacrebleu", {}):  # an experiment's record over its seeds
         return {
             "seeds": scores["seeds"],

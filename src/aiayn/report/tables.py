@@ -6,7 +6,6 @@ its resolved model and training settings, train.json, and its score files.
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, field
 
@@ -24,6 +23,7 @@ from aiayn.paper import (
     paper_cost,
 )
 from aiayn.report.marks import Family
+from aiayn.textio import read_record
 
 PAPER, OURS = "paper", "ours"
 
@@ -89,8 +89,7 @@ def rounded(value, digits: int = 2):
 
 
 def load_json(path: str) -> dict:
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    return read_record(path)
 
 
 def paper_way_cost(summary: dict, rate: str = "fp32") -> float | None:

@@ -102,6 +102,12 @@ class TrainingBatches:
         batch_limit = min(self.batch_tokens, self.settings.tokens_per_batch)
         return f"longer than a batch ({batch_limit} tokens per process){learned}"
 
+    def padding_overflows(self) -> bool:
+        """Whether padding alone makes every sentence wider than a batch."""
+        return self.settings.pad_to_multiple > min(
+            self.batch_tokens, self.settings.tokens_per_batch
+        )
+
     def plan_dev(self) -> list[np.ndarray]:
         """The dev loss's batches (all processes'; each evaluates every world-th one)."""
         batches, too_long = token_batches(
@@ -124,6 +130,12 @@ class TrainingBatches:
                 f"{self.too_long_for()}. Use a dev split with shorter sentences, or raise the "
                 "experiment's train.tokens_per_batch"
                 + (" or its max_positions (in `overrides`)" if learned else "")
+                + (
+                    f" or lower train.pad_to_multiple ({self.settings.pad_to_multiple}: every "
+                    "sentence is padded past a batch)"
+                    if self.padding_overflows()
+                    else ""
+                )
                 + "; either starts the run afresh."
             )
         if too_long and self.rank == 0:

@@ -231,8 +231,8 @@ def deepspeed_engine(
     optimizer = torch.optim.Adam(
         model.parameters(),
         lr=1.0,
-        eps=settings.adam_eps,
-        betas=(settings.adam_beta1, settings.adam_beta2),
+        eps=float(settings.adam_eps),
+        betas=(float(settings.adam_beta1), float(settings.adam_beta2)),  # YAML's 0 is an int
         fused=True,  # one kernel for all parameters: on a CPU too, 5x faster than torch's loop
     )
     schedule = lr_lambda(model.config.d_model, settings.warmup_steps, settings.lr_scale)

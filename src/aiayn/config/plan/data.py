@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aiayn.config import paths
+from aiayn.errors import InputError
 
 
 class DataPlan:
@@ -14,7 +15,7 @@ class DataPlan:
         try:
             return self.datasets[name]
         except KeyError:
-            raise ValueError(
+            raise InputError(
                 f"dataset {name!r} is not defined under `datasets` in the config "
                 f"(defined: {sorted(self.datasets)})"
             ) from None
@@ -32,7 +33,7 @@ class DataPlan:
         """Where a split comes from (its `splits` entry), also named in score files and tables."""
         splits = self.entry(name)["splits"]
         if split not in splits:
-            raise ValueError(f"dataset {name!r} has no split {split!r} (splits: {sorted(splits)})")
+            raise InputError(f"dataset {name!r} has no split {split!r} (splits: {sorted(splits)})")
         return splits[split]
 
     def treebanks(self) -> list[str]:
@@ -41,7 +42,7 @@ class DataPlan:
         for name, spec in self.datasets.items():
             sources = {split["source"] for split in spec["splits"].values()}
             if "ptb" in sources and sources != {"ptb"}:
-                raise ValueError(
+                raise InputError(
                     f"dataset {name!r} mixes `ptb` splits with {sorted(sources - {'ptb'})} ones: "
                     "every split of a parsing dataset must come from treebank files (its gold "
                     "trees are read from them); put the other splits in a dataset of their own"
@@ -49,6 +50,15 @@ class DataPlan:
             if "ptb" in sources:
                 names.append(name)
         return names
+
+    def check_prepare(self) -> None:
+        """Every name in `prepare` is a dataset of the config."""
+        for name in self.config["prepare"]:
+            if name not in self.datasets:
+                raise InputError(
+                    f"prepare names {name!r}, which is not a dataset under `datasets` "
+                    f"(defined: {sorted(self.datasets)}): define it there or take it out"
+                )
 
     def prepared_files(self) -> list[str]:
         """The BPE model and binarized splits of every dataset in `prepare` or that an
