@@ -7,6 +7,9 @@ every run); each counterexample it found is a named test below."""
 from __future__ import annotations
 
 import copy
+import re
+import resource
+from pathlib import Path
 
 import pytest
 import yaml
@@ -140,19 +143,46 @@ def test_what_yaml_1_1_would_misread_or_cannot_hold_is_refused(tmp_path, key, va
         (("experiments", "tiny", "eval_splits"), "[test, test]", "has non-unique elements"),
         (("experiments", "tiny", "decode"), "{alpha: -1}", "alpha: -1 is less than the minimum of 0"),
         (("complexity", "lengths"), "[16, 16, 32]", "complexity.lengths: [16, 16, 32] has non-unique"),
+        (("complexity", "heads"), "3", "complexity.heads 3 does not divide 64, 32, 128, 256 (d and"),
+        (("complexity", "r"), "1000000", "complexity.r: 1000000 is greater than the maximum of 4096"),
+        (("complexity",), "{k: 1000000}", "complexity.k: 1000000 is greater than the maximum of 64"),
+        (("complexity",), "{repeats: 10000}", "repeats: 10000 is greater than the maximum of 100"),
         (("study",), "toy\nreport: {bootstrap_resamples: 1000000000}", "bootstrap_resamples: 1000000000 is greater than the maximum of 10000"),
     ],
 )  # fmt: skip
 def test_numbers_and_lists_past_what_reads_them_are_refused(tmp_path, key, value, refusal):
     """The schema's bounds are its readers': Adam's (betas below 1), numpy's and torch's
     generators (seeds from 0 to 2^32 - 1), dropout and smoothing below 1, sacreBLEU's resample
-    table (10^9 x 500 indices asked for 3.6 TiB), lists whose repeats would be measured twice
+    table (10^9 x 500 indices asked for 3.6 TiB), Table 1's layers (heads that split d unevenly
+    were a traceback; a kernel of 10^6 ran for hours), lists whose repeats would be measured twice
     or read as all splits (`eval_splits: []`)."""
     path = tmp_path / "study.yaml"
     path.write_text(config_text(key, value), encoding="utf-8")
     with pytest.raises(InputError) as refused:
         planned(path)
     assert refusal in str(refused.value)
+
+
+def test_a_budget_of_any_size_is_planned_at_once(tmp_path):
+    """`max_steps: 10^23` (a raise meant to be cut short by max_minutes, say) is planned in
+    constant memory: the plan once counted the checkpoints by listing them, and the process
+    was killed by the kernel."""
+    value = (
+        "{max_steps: 100000000000000000000000, checkpoint_every_steps: 1, "
+        "checkpoint_every_minutes: null}"
+    )
+    path = tmp_path / "study.yaml"
+    config = copy.deepcopy(DEFAULT)
+    config["experiments"]["tiny"]["train"] = "@@VALUE@@"
+    path.write_text(yaml.safe_dump(config, sort_keys=False).replace(f"'{PLACEHOLDER}'", value))
+    status = Path("/proc/self/status").read_text()
+    size = int(re.search(r"VmSize:\s+(\d+) kB", status).group(1)) * 1024
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (size + (1 << 30), hard))  # a MemoryError, not a kill
+    try:
+        planned(path)
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def test_a_study_named_by_a_number_keeps_it_as_written(tmp_path):

@@ -454,6 +454,22 @@ def test_a_stopped_training_names_its_checkpoint_or_says_there_is_none():
     assert "its newest checkpoint is runs/tiny/checkpoints/step00000010; rerun" in some
 
 
+def test_more_processes_than_gpus_is_refused_and_than_cores_warned():
+    """A process a GPU: a fifth process on four GPUs would ask for cuda:4 (a traceback from
+    each rank). Without a GPU, more processes than cores share them: said, not refused (the
+    suite's two-process runs on one core are slow, not wrong)."""
+    from aiayn.train.launch import check_processes
+
+    with pytest.raises(InputError) as refused:
+        check_processes("big", 5, 4, 64)
+    assert "experiment 'big': processes 5, but this machine has 4 GPU(s)" in str(refused.value)
+    assert check_processes("big", 4, 4, 2) is None
+    crowded = check_processes("tiny", 64, 0, 2)
+    assert "64 processes on 2 CPU core(s): they share" in crowded
+    assert "`processes: 2` trains the same tokens a step" in crowded
+    assert check_processes("tiny", 2, 0, 2) is None
+
+
 @pytest.mark.parametrize(
     "capability, chosen",
     [((9, 0), "bf16"), ((8, 0), "bf16"), ((7, 5), "fp16"), ((7, 0), "fp16"), ((6, 0), "fp32")],

@@ -7,15 +7,19 @@ preemption) is passed on to the trainer, which checkpoints and exits; the job th
 Snakemake's retries or SLURM's requeue run it again from that checkpoint."""
 
 import json
+import logging
 import os
 import signal
 import subprocess
 from pathlib import Path
 
+import torch
+
 from aiayn.config import paths
 from aiayn.errors import InputError
 from aiayn.logs import run_stage
 from aiayn.train.launch import (
+    check_processes,
     killed_message,
     launch_command,
     stopped_message,
@@ -34,7 +38,13 @@ def main():
     path = Path(spec["run_dir"]) / paths.EXPERIMENT_SPEC
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(spec, indent=2))
-    command = launch_command(str(path), snakemake.params.processes, snakemake.params.nodes)
+    processes = snakemake.params.processes
+    crowded = check_processes(
+        spec["name"], processes, torch.cuda.device_count(), len(os.sched_getaffinity(0))
+    )
+    if crowded:
+        logging.getLogger("aiayn").warning("%s", crowded)
+    command = launch_command(str(path), processes, snakemake.params.nodes)
     env, left_out = trainer_environment(os.environ, snakemake.threads, command[0] == "srun")
     with open(snakemake.log[0], "a", encoding="utf-8") as log:
         if left_out:

@@ -86,6 +86,7 @@ def check_plan(config: dict) -> None:
     plan.runs.check()
     plan.data.check_prepare()
     plan.data.treebanks()
+    check_heads_divide(config["complexity"])
 
 
 @contextlib.contextmanager
@@ -96,3 +97,16 @@ def plain_errors():
         yield
     except InputError as error:
         raise SystemExit(f"Error in the config: {error}") from None
+
+
+def check_heads_divide(complexity: dict) -> None:
+    """Table 1's heads split d and every width into equal heads."""
+    if not complexity["enabled"]:
+        return
+    heads = complexity["heads"]
+    uneven = [w for w in dict.fromkeys([complexity["d"], *complexity["widths"]]) if w % heads]
+    if uneven:
+        raise InputError(
+            f"complexity.heads {heads} does not divide {', '.join(map(str, uneven))} (d and "
+            "complexity.widths are split into equal heads): choose heads that divide them all"
+        )

@@ -35,6 +35,24 @@ def slurm_allocation(job_id: str) -> tuple[list[str], int]:
     return expanded.stdout.split(), int(cpus) // int(nodes)
 
 
+def check_processes(name: str, processes: int, gpus: int, cores: int) -> str | None:
+    """More processes than a machine's GPUs is refused (each takes the GPU of its local rank);
+    on a machine without one, the warning that processes past its cores share them."""
+    if gpus and processes > gpus:
+        raise InputError(
+            f"experiment {name!r}: processes {processes}, but this machine has {gpus} GPU(s) and "
+            f"each process takes one: set `processes` to at most {gpus}, or train where there "
+            "are more (`processes` is per machine; `nodes` adds machines)"
+        )
+    if not gpus and processes > cores:
+        return (
+            f"experiment {name!r}: {processes} processes on {cores} CPU core(s): they share the "
+            "cores, and each starts its own torch and DeepSpeed (64 took 4 minutes to start on "
+            f"2 cores); `processes: {cores}` trains the same tokens a step, faster"
+        )
+    return None
+
+
 def launch_command(experiment_json: str, processes: int, nodes: int, env=None) -> list[str]:
     """The command line that trains `experiment_json` with `processes` per node on `nodes`."""
     env = os.environ if env is None else env

@@ -117,7 +117,7 @@ class RunPlan:
             every, steps = train["checkpoint_every_steps"], train["max_steps"]
             if train["checkpoint_every_minutes"] is not None:
                 continue
-            written = len({*range(every, steps + 1, every), steps}) if every else 1
+            written = -(-steps // every) if every else 1  # every `every` steps, and the last
             if train["average_last"] > written:
                 how = f"every {every} steps" if every else "the last step only"
                 found.append(
