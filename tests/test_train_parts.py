@@ -223,6 +223,30 @@ def test_opening_a_run_of_another_configuration_moves_its_outputs_aside(tmp_path
     assert len(list((root / "superseded").iterdir())) == 1
 
 
+@pytest.mark.parametrize("damage", [b'{"identity": "ab', b"[]", b'{"identity": "\xff"}'])
+def test_a_damaged_identity_json_is_refused_with_both_ways_out_and_nothing_moved(
+    tmp_path, data, damage
+):
+    """identity.json says what trained the checkpoints beside it: cut short, of another shape
+    or not UTF-8, the run is neither resumed nor set aside on a guess (it was a traceback);
+    the refusal names both ways out, and deleting it resumes the run as this experiment's."""
+    root = tmp_path / "run"
+    RunFolder(an_experiment(root, data), 0, 1).open()
+    (root / "train.json").write_text("{}")
+    marker = root / "identity.json"
+    whole = marker.read_bytes()
+    marker.write_bytes(damage)
+    with pytest.raises(InputError) as refused:
+        RunFolder(an_experiment(root, data), 0, 1).open()
+    told = str(refused.value)
+    assert told.startswith(f"{marker} ") and "It records the settings that trained" in told
+    assert f"move {root} away to train afresh, or, only if" in told
+    assert (root / "train.json").exists() and not (root / "superseded").exists()
+    marker.unlink()
+    RunFolder(an_experiment(root, data), 0, 1).open()
+    assert marker.read_bytes() == whole and (root / "train.json").exists()
+
+
 @pytest.mark.parametrize(
     ("change", "named"),
     [({"code": "edited"}, "the training code"), ({"train_data_digest": "other"}, "the training data"),

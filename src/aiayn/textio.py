@@ -187,10 +187,13 @@ def write_json(path: str | os.PathLike, record: dict) -> None:
         handle.write("\n")
 
 
-def read_record(path: str | os.PathLike, *keys: str) -> dict:
+REWRITE = "Delete it and run the same command again: Snakemake runs the stage that writes it again"
+
+
+def read_record(path: str | os.PathLike, *keys: str, remedy: str = REWRITE) -> dict:
     """A JSON record a stage wrote (train.json, a score file) holding `keys`. One cut short,
-    edited into other JSON or not UTF-8 is refused naming the file and the way to write it
-    again, not a traceback of the reader."""
+    edited into other JSON or not UTF-8 is refused naming the file and the way out (by
+    default, to write it again), not a traceback of the reader."""
     import json
 
     try:
@@ -202,10 +205,8 @@ def read_record(path: str | os.PathLike, *keys: str) -> dict:
         if not missing:
             return record
         problem = f"does not hold {', '.join(map(repr, missing))}"
-    raise InputError(
-        f"{path} {problem}: it was cut short or changed after its stage wrote it. Delete it "
-        "and run the same command again: Snakemake runs the stage that writes it again"
-    )
+    damage = "it was cut short or changed after it was written"
+    raise InputError(f"{path} {problem}: {damage}. {remedy}")
 
 
 def file_sha256(path: str | os.PathLike) -> str:

@@ -23,7 +23,7 @@ import torch
 
 from aiayn.config import paths
 from aiayn.errors import InputError, StorageError
-from aiayn.textio import atomic_output, file_sha256
+from aiayn.textio import atomic_output, file_sha256, read_record
 from aiayn.train import checkpoint as ckpt
 from aiayn.train.curves import TENSORBOARD, WANDB, WANDB_RUN_FILE
 from aiayn.train.early_stopping import METRICS
@@ -90,12 +90,22 @@ class RunFolder:
         if self.world > 1:
             torch.distributed.barrier()
 
+    def unknown(self) -> str:
+        """The ways out where identity.json, which says what trained the checkpoints, is lost."""
+        return (
+            f"It records the settings that trained the checkpoints beside it: move {self.root} "
+            "away to train afresh, or, only if they were trained with this experiment's "
+            "settings, delete it to resume them as this experiment's"
+        )
+
     def open(self) -> None:
         """Archive the outputs of another configuration; drop half-written checkpoints (rank 0)."""
         identity, marker = self.exp.identity(), self.root / "identity.json"
         if self.rank == 0:
             self.root.mkdir(parents=True, exist_ok=True)
-            recorded = json.loads(marker.read_text()) if marker.exists() else None
+            recorded = None
+            if marker.exists():
+                recorded = read_record(marker, "identity", remedy=self.unknown())
             if recorded is not None and recorded["identity"] != identity:
                 supersede(self.root, recorded, self.exp.trajectory())
             for path in self.checkpoint_dir.glob("step*"):

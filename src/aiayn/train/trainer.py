@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log", help="also log to this file")
     args = parser.parse_args(argv)
     setup_logging(args.log if int(os.environ.get("RANK", "0")) == 0 else None)
-    trainer = None
+    trainer = experiment = None
     try:
         experiment = Experiment.from_json(args.experiment)
         trainer = Trainer(experiment)
@@ -345,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     except (RuntimeError, MemoryError) as err:  # torch.OutOfMemoryError is a RuntimeError
         if not out_of_memory(err):
             raise
-        log.error("%s", exhausted(err, experiment.name, trainer))
+        name = experiment.name if experiment else args.experiment
+        log.error("%s", exhausted(err, name, trainer))
         return 1
     except Stopped as stop:
         log.warning(
