@@ -223,6 +223,25 @@ def test_opening_a_run_of_another_configuration_moves_its_outputs_aside(tmp_path
     assert len(list((root / "superseded").iterdir())) == 1
 
 
+@pytest.mark.parametrize("marker", [b'{"st', b'{"step": 8, "files": []}', b'{"step": "\xff"}'])
+def test_a_checkpoint_whose_complete_record_is_damaged_is_set_aside(tmp_path, data, marker):
+    """The COMPLETE record says what a checkpoint holds: cut short, not UTF-8 or listing no
+    files, the checkpoint is set aside as damaged and the one before becomes the newest (a
+    JSONDecodeError traceback stopped the trainer)."""
+    root = tmp_path / "run"
+    folder = RunFolder(an_experiment(root, data), 0, 1)
+    folder.open()
+    for step in (4, 8):
+        checkpoint = root / "checkpoints" / f"step{step:08d}"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "states.pt").write_bytes(bytes(step))
+        ckpt.mark_complete(checkpoint, step)
+    (root / "checkpoints/step00000008" / ckpt.COMPLETE).write_bytes(marker)
+    folder.open()
+    assert folder.newest() == root / "checkpoints/step00000004"
+    assert (root / "checkpoints/step00000008.damaged/states.pt").exists()
+
+
 @pytest.mark.parametrize("damage", [b'{"identity": "ab', b"[]", b'{"identity": "\xff"}'])
 def test_a_damaged_identity_json_is_refused_with_both_ways_out_and_nothing_moved(
     tmp_path, data, damage

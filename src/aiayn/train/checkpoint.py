@@ -86,9 +86,14 @@ def mark_complete(checkpoint: Path, step: int) -> None:
 def damage(checkpoint: Path) -> str | None:
     """What is wrong with a complete checkpoint's files, or None when they are as written (or
     when its marker, of an earlier version, records no files)."""
-    record = json.loads((checkpoint / COMPLETE).read_text())
-    if not isinstance(record, dict):
+    try:
+        record = json.loads((checkpoint / COMPLETE).read_bytes().decode("utf-8"))
+    except ValueError as err:  # cut short, or not UTF-8: what was written is unknown
+        return f"its {COMPLETE} record is damaged ({str(err)[:80]})"
+    if not isinstance(record, dict) or "files" not in record:
         return None
+    if not isinstance(record["files"], dict):
+        return f"its {COMPLETE} record lists no files"
     for name, written in record["files"].items():
         path = checkpoint / name
         if not path.is_file():
