@@ -14,7 +14,7 @@ import pytest
 
 from aiayn.data.sources import SourceUnavailable, fetch, resolve_location
 from aiayn.errors import InputError
-from tests.conftest import PROJECT, shared, stage_sacrebleu_cache
+from tests.conftest import PROJECT, edit_toy_data, shared, stage_sacrebleu_cache
 
 
 def outputs(tmp_path, langs=("en", "de")):
@@ -96,6 +96,29 @@ def test_local_missing_file_says_where_it_looked(tmp_path):
     spec = {"source": "local", "paths": {"en": "nope.en", "de": "nope.de"}}
     with pytest.raises(InputError, match=r"nope\.en: no such file.*root"):
         fetch(spec, ("en", "de"), outputs(tmp_path), split="train", root=str(tmp_path))
+
+
+@pytest.mark.parametrize("kind", ["a character device", "a folder", "a pipe"])
+def test_a_local_path_that_is_no_file_is_refused_and_never_read(project_copy, kind):
+    """A split's `paths` naming /dev/zero hung the plan (its content was hashed for the rerun
+    trigger, without end); a folder was an IsADirectoryError traceback. Both, and a named
+    pipe, are refused by the download job naming what the path is, nothing written."""
+    data = project_copy / "local"
+    data.mkdir()
+    (data / "t.de").write_text("ein Hund\n", encoding="utf-8")
+    odd = {"a character device": "/dev/zero", "a folder": str(data), "a pipe": str(data / "p")}
+    if kind == "a pipe":
+        os.mkfifo(odd[kind])
+    edit_toy_data(project_copy, lambda toy: toy["splits"].update(
+        train={"source": "local", "paths": {"en": odd[kind], "de": str(data / "t.de")}}))  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "1", "data/toy/raw/train.en-de.en"],
+        cwd=project_copy, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    log = (project_copy / "logs/download/toy/train.en-de.log").read_text()
+    assert result.returncode == 1 and "Traceback" not in result.stderr + log, result.stderr
+    assert f"{odd[kind]} is {kind}, not a file: a local split's `paths` name files" in log
+    assert not (project_copy / "data/toy/raw/train.en-de.en").exists()
 
 
 def test_unreachable_url_names_the_local_alternative(tmp_path):

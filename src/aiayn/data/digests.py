@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from pathlib import Path
 
 from aiayn.textio import atomic_output, file_sha256
@@ -26,7 +27,8 @@ def stamp(info: os.stat_result) -> list[int]:
 
 
 def source_digests(files: list[str], cache_path: str | os.PathLike = CACHE) -> list[str | None]:
-    """The sha256 of each file (None for one that is not there: the job then says so)."""
+    """The sha256 of each file (None for one that is not there, or is no regular file: a
+    device such as /dev/zero never ends; the job then says so)."""
     cache_path = Path(cache_path)
     cache = {}
     with contextlib.suppress(OSError, ValueError):
@@ -36,6 +38,8 @@ def source_digests(files: list[str], cache_path: str | os.PathLike = CACHE) -> l
         try:
             info = os.stat(name)
         except OSError:
+            info = None
+        if info is None or not stat.S_ISREG(info.st_mode):
             digests.append(None)
             continue
         key = os.path.realpath(name)

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import shutil
+import stat
 import urllib.error
 import urllib.request
 import zlib
@@ -82,6 +83,19 @@ def fetch_toy(
     return {"source": "toy", "partition": partition, "seed": spec["seed"], "lines": lines}
 
 
+def not_a_file(path: str) -> str | None:
+    """What a local source path is when it is not a regular file (a link is followed)."""
+    mode = os.stat(path).st_mode
+    kinds = {
+        stat.S_ISDIR: "a folder",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISFIFO: "a pipe",
+        stat.S_ISSOCK: "a socket",
+    }
+    return next((name for test, name in kinds.items() if test(mode)), None)
+
+
 @contextlib.contextmanager
 def _open_location(location: str):
     """A local file or URL as a binary stream, gunzipped when the name ends in .gz."""
@@ -98,6 +112,12 @@ def _open_location(location: str):
             raise InputError(
                 f"{location}: no such file. Check the `paths` of this split (relative paths are "
                 f"taken from the dataset's `root`, else from {os.getcwd()})."
+            )
+        if kind := not_a_file(location):
+            raise InputError(
+                f"{location} is {kind}, not a file: a local split's `paths` name files, which "
+                "are hashed (a changed file reruns its stages) and then read. Point them at "
+                "files (copy a stream or device to one first)"
             )
         opened = open(location, "rb")  # noqa: SIM115 - closed below
     with contextlib.ExitStack() as stack:
