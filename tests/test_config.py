@@ -352,6 +352,16 @@ def test_unknown_dataset_in_prepare_is_named(project_copy):
     assert "Traceback" not in said and "Snakefile" not in said  # it was a Snakefile traceback
 
 
+
+def test_a_target_of_an_experiment_the_study_lacks_is_named(project_copy):
+    """`snakemake runs/nope/averaged.safetensors`: Snakemake reports what our input function
+    says, in its own frame (InputFunctionException, two lines of where), before any job."""
+    result = run_snakemake(project_copy, "-n", "runs/nope/averaged.safetensors", check=False)
+    said = result.stdout + result.stderr
+    assert result.returncode != 0 and "InputFunctionException" in said
+    assert "experiment 'nope' is not in the study's `experiments` (study 'toy'" in said
+
+
 def test_an_experiment_naming_an_unknown_dataset_is_named(project_copy):
     config = (project_copy / "config.yaml").read_text()
     (project_copy / "config.yaml").write_text(config.replace("dataset: toy", "dataset: toyy", 1))
