@@ -352,7 +352,6 @@ def test_unknown_dataset_in_prepare_is_named(project_copy):
     assert "Traceback" not in said and "Snakefile" not in said  # it was a Snakefile traceback
 
 
-
 def test_a_target_of_an_experiment_the_study_lacks_is_named(project_copy):
     """`snakemake runs/nope/averaged.safetensors`: Snakemake reports what our input function
     says, in its own frame (InputFunctionException, two lines of where), before any job."""
