@@ -147,6 +147,7 @@ def test_what_yaml_1_1_would_misread_or_cannot_hold_is_refused(tmp_path, key, va
         (("complexity", "r"), "1000000", "complexity.r: 1000000 is greater than the maximum of 4096"),
         (("complexity",), "{k: 1000000}", "complexity.k: 1000000 is greater than the maximum of 64"),
         (("complexity",), "{repeats: 10000}", "repeats: 10000 is greater than the maximum of 100"),
+        (("study",), "toy\ndatasets: {toy: {splits: {train: {source: toy, size: 1000000000}}}}", "size: 1000000000 is greater than the maximum of 1000000"),
         (("study",), "toy\nreport: {bootstrap_resamples: 1000000000}", "bootstrap_resamples: 1000000000 is greater than the maximum of 10000"),
     ],
 )  # fmt: skip

@@ -136,3 +136,16 @@ def test_sentences_are_capitalised_and_punctuated():
         for sentence in (en, de):
             assert sentence[0].isupper() and sentence.endswith(".")
             assert " ," not in sentence and " ." not in sentence
+
+
+def test_more_sentences_than_the_grammar_gives_is_refused_naming_the_size(tmp_path):
+    """A split larger than the grammar's distinct sentences ended in a ValueError traceback
+    (and past 10^6 the schema refuses it first: every sentence is kept to tell it from the
+    next)."""
+    from aiayn.data.toy import generate
+    from aiayn.errors import InputError
+
+    with pytest.raises(InputError) as refused:
+        list(generate(50, 1, "dev", max_draws_per_line=1))
+    assert "the toy grammar cannot produce 50 distinct dev sentences" in str(refused.value)
+    assert "lower this split's `size`" in str(refused.value)

@@ -21,6 +21,8 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from aiayn.errors import InputError
+
 PARTITIONS = {"train": range(0, 8), "dev": range(8, 9), "test": range(9, 10)}
 
 
@@ -363,8 +365,9 @@ def generate(
         en, de = grammar.pair()
         draws += 1
         if draws > max_draws_per_line * (size + 1):
-            raise ValueError(
-                f"the toy grammar cannot produce {size} distinct {partition} sentences"
+            raise InputError(
+                f"the toy grammar cannot produce {size} distinct {partition} sentences (it "
+                f"drew {draws - 1} for {len(seen)}): lower this split's `size`"
             )
         if en in seen or partition_of(en) != partition:
             continue
