@@ -59,9 +59,9 @@ def export(
         )
     if fmt not in FORMATS:
         raise InputError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    if quantization and fmt != "ct2":
+    if quantization is not None and fmt != "ct2":
         raise InputError("--quantization is CTranslate2's (--format ct2)")
-    if quantization:
+    if quantization is not None:  # "" too: CTranslate2's traceback, after the load
         check_quantization(quantization)
     check_destination(output)
     processor = load_subword(subword)
