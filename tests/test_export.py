@@ -173,9 +173,10 @@ def test_an_export_is_written_whole_and_replaces_only_an_earlier_export(tmp_path
         bundle.export(weights, subword, DecodeSettings(), other, "ct2", experiment="toy")
     with pytest.raises(InputError, match="--quantization is CTranslate2's"):
         bundle.export(weights, subword, DecodeSettings(), tmp_path / "x", "hf", "int8", "toy")
-    for wrong in ("int4", ""):  # "" was passed on as no type, and CTranslate2 raised
-        with pytest.raises(InputError, match=f"{wrong!r} is not a CTranslate2 weight type: use"):
-            bundle.export(weights, subword, DecodeSettings(), tmp_path / "x", "ct2", wrong, "toy")
+    with pytest.raises(InputError, match="'int4' is not a CTranslate2 weight type: use one of"):
+        bundle.export(weights, subword, DecodeSettings(), tmp_path / "x", "ct2", "int4", "toy")
+    with pytest.raises(InputError, match="'' is not a CTranslate2 weight type"):  # was "no type"
+        bundle.export(weights, subword, DecodeSettings(), tmp_path / "x", "ct2", "", "toy")
     (output / "notes.txt").write_text("mine")  # a file put beside an earlier export (#77)
     with pytest.raises(InputError, match=r"other files beside it \(notes.txt\)"):
         bundle.export(weights, subword, DecodeSettings(), output, "ct2", None, "toy")
