@@ -5,6 +5,7 @@ from aiayn.logs import run_stage
 from aiayn.report import layout, parsing_table, tables
 from aiayn.report.output import write_tables
 from aiayn.report.params import params_caption, params_table
+from aiayn.textio import read_record
 
 
 def params():
@@ -48,12 +49,12 @@ def table4():
     training = {
         result.name: parsing_table.describe_training(
             snakemake.params.train_sources[result.name],
-            tables.load_json(record),
+            read_record(record),
             result.summary,
         )
         for result, record in zip(parsers, snakemake.input.train_records, strict=True)
     }
-    baselines = [tables.load_json(path) for path in snakemake.input.baselines]
+    baselines = [read_record(path) for path in snakemake.input.baselines]
     detail = parsing_table.table4(parsers, training, baselines)
     shown = layout.table4(parsers, training, baselines, study())
     return shown, detail, parsing_table.TABLE4_CAPTION

@@ -60,12 +60,14 @@ def main():
         for signum in STOP_SIGNALS:
             signal.signal(signum, lambda received, frame: trainer.send_signal(received))
         returncode = trainer.wait()
-    if returncode in {128 + s for s in STOP_SIGNALS} or returncode in {-s for s in STOP_SIGNALS}:
+    killed = returncode in (-signal.SIGKILL, 128 + signal.SIGKILL)
+    if killed or returncode in {-s for s in STOP_SIGNALS} | {128 + s for s in STOP_SIGNALS}:
         newest = RunFolder(Experiment.from_json(path), 0, 1).newest()
-        raise InputError(stopped_message(spec["name"], returncode, newest, snakemake.log[0]))
-    if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
-        newest = RunFolder(Experiment.from_json(path), 0, 1).newest()
-        raise InputError(killed_message(spec["name"], newest, snakemake.log[0]))
+        raise InputError(
+            killed_message(spec["name"], newest, snakemake.log[0])
+            if killed
+            else stopped_message(spec["name"], returncode, newest, snakemake.log[0])
+        )
     if returncode != 0:
         raise InputError(
             f"training {spec['name']} failed (exit {returncode}); see {snakemake.log[0]}"

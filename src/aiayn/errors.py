@@ -46,11 +46,15 @@ def out_of_memory(error: BaseException) -> bool:
     )
 
 
+def last_line(error: BaseException) -> str:
+    """An error's own last line (torch's allocator writes several), or its type's name."""
+    return str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+
+
 def memory_refusal(error: BaseException) -> str:
     """One line for a stage whose allocation was refused: what it asked for, and the ways out."""
-    cause = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
     return (
-        f"the stage ran out of memory ({cause[:200]}): a setting of this stage asks for more "
-        "than the job has. Lower it, or give the job more memory (`--resources mem_mb=N`; "
+        f"the stage ran out of memory ({last_line(error)[:200]}): a setting of this stage asks "
+        "for more than the job has. Lower it, or give the job more memory (`--resources mem_mb=N`; "
         f"under SLURM, the profile's mem_mb), then run the same command again. {WHOLE}."
     )

@@ -198,7 +198,7 @@ def read_record(path: str | os.PathLike, *keys: str, remedy: str = REWRITE) -> d
 
     try:
         record = json.loads(Path(path).read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
+    except ValueError as err:  # UnicodeDecodeError too
         problem = f"is not a whole JSON record ({str(err)[:120]})"
     else:
         missing = [key for key in keys if not isinstance(record, dict) or key not in record]

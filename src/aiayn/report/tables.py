@@ -51,16 +51,16 @@ def collect_results(
 ) -> list[ExperimentResult]:
     """Each run the report rule describes, with its train.json and its score files; the first
     run of each experiment also holds the experiment's records over seeds."""
-    summaries = {load_json(p)["experiment"]: load_json(p) for p in summary_paths}
+    summaries = {record["experiment"]: record for record in map(read_record, summary_paths)}
     results = {
         spec["name"]: ExperimentResult(**spec, summary=summaries[spec["name"]])
         for spec in experiments
     }
     for path in score_paths:
-        record = load_json(path)
+        record = read_record(path)
         results[record["experiment"]].scores[(record["checkpoint"], record["split"])] = record
     for path in seed_score_paths:
-        record = load_json(path)
+        record = read_record(path)
         key = (record["checkpoint"], record["split"])
         results[record["experiment"]].seed_scores[key] = record
     return list(results.values())
@@ -86,10 +86,6 @@ def spread(values: list[float]) -> float | None:
 
 def rounded(value, digits: int = 2):
     return None if value is None else round(value, digits)
-
-
-def load_json(path: str) -> dict:
-    return read_record(path)
 
 
 def paper_way_cost(summary: dict, rate: str = "fp32") -> float | None:

@@ -99,14 +99,16 @@ class TrainingBatches:
     def too_long_for(self) -> str:
         limit = self.exp.model.position_limit
         learned = "" if limit is None else f" or the learned positions (max_positions {limit})"
-        batch_limit = min(self.batch_tokens, self.settings.tokens_per_batch)
-        return f"longer than a batch ({batch_limit} tokens per process){learned}"
+        return f"longer than a batch ({self.batch_limit} tokens per process){learned}"
+
+    @property
+    def batch_limit(self) -> int:
+        """Tokens a process's batch holds: the real and the padded limit, whichever is less."""
+        return min(self.batch_tokens, self.settings.tokens_per_batch)
 
     def padding_overflows(self) -> bool:
         """Whether padding alone makes every sentence wider than a batch."""
-        return self.settings.pad_to_multiple > min(
-            self.batch_tokens, self.settings.tokens_per_batch
-        )
+        return self.settings.pad_to_multiple > self.batch_limit
 
     def plan_dev(self) -> list[np.ndarray]:
         """The dev loss's batches (all processes'; each evaluates every world-th one)."""

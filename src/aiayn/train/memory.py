@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from aiayn.errors import InputError
+from aiayn.errors import InputError, last_line
 
 GIB = 1024**3
 HALF_PRECISIONS = ("bf16", "fp16")  # half-size weights and gradients, an fp32 copy in ZeRO's shards
@@ -138,9 +138,8 @@ def exhausted(error: BaseException, name: str, trainer) -> str:
     None where it ran out while the trainer was set up)."""
     where = "" if trainer is None else f" on the {trainer.device}"
     when = "while setting up" if trainer is None else f"in step {trainer.state['step'] + 1}"
-    cause = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
     return (
-        f"experiment {name!r} ran out of memory{where} {when} ({cause[:200]}): lower "
+        f"experiment {name!r} ran out of memory{where} {when} ({last_line(error)[:200]}): lower "
         "train.tokens_per_batch (each step then accumulates more, smaller batches: the same "
         "tokens a step, the same training), or make the model smaller; the checkpoints written "
         "so far are kept, and a rerun resumes from the newest"
