@@ -3,9 +3,11 @@
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aiayn.errors import InputError
-from aiayn.train.launch import launch_command, trainer_environment
+from aiayn.train.launch import failed_task, launch_command, lost_node, trainer_environment
 
 
 def test_one_process_runs_the_trainer_directly():
@@ -47,3 +49,49 @@ def test_an_srun_across_the_allocation_leaves_the_rules_job_step_behind():
                    "SLURM_SUBMIT_DIR": "/home/u", "OMP_NUM_THREADS": "1"}  # fmt: skip
     kept, _ = trainer_environment(shell, threads=1)  # one process or torchrun: left as it is
     assert kept["SLURM_NNODES"] == "1" and kept["SLURM_STEP_ID"] == "0"
+
+
+# What srun and the processes around it print into the train log while a launch across nodes
+# breaks (from runs on the test cluster), in any order around srun's own verdicts.
+NODE = st.from_regex(r"[a-z][a-z0-9-]{0,30}[0-9]", fullmatch=True)
+TASKS = st.integers(0, 4095).map(str) | st.sampled_from(["0-1", "0,2-3"])
+HOW = st.sampled_from(["Exited with exit code 1", "Killed", "Terminated", "Segmentation fault"])
+NOISE = st.lists(
+    st.sampled_from(
+        [
+            "srun: launch/slurm: _step_signal: Terminating StepId=226.1",
+            "slurmstepd-aiayn-node1: error: *** STEP 227.1 ON aiayn-node1 CANCELLED AT "
+            "2026-12-07T10:15:03 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***",
+            "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+            "srun: forcing job termination",
+            "  traceback : Signal 9 (SIGKILL) received by PID 24091",
+            "pair_lost:  60%|######    | 12/20 [00:02<00:01,  4.84 steps/s]",
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed",
+        ]
+    ),
+    max_size=6,
+)
+
+
+@given(first=NODE, tasks=TASKS, how=HOW, later=st.lists(st.tuples(NODE, TASKS, HOW)),
+       before=NOISE, between=NOISE)  # fmt: skip
+def test_the_node_whose_task_failed_first_is_named(first, tasks, how, later, before, between):
+    """srun reports the first task to end badly, then (`--kill-on-bad-exit`) the others it
+    stopped: the first report names where the run broke; no node was lost."""
+    reports = [f"srun: error: {node}: task{'s' * ('-' in t or ',' in t)} {t}: {h}"
+               for node, t, h in [(first, tasks, how), *later]]  # fmt: skip
+    output = "\n".join([*before, reports[0], *between, *reports[1:]]) + "\n"
+    assert failed_task(output).startswith(f"it failed first on node {first} (srun: task")
+    assert f"{tasks}: {how})" in failed_task(output)
+    assert lost_node(output) is None
+
+
+@given(node=NODE, tasks=st.lists(st.tuples(NODE, TASKS, HOW), max_size=3), before=NOISE,
+       after=NOISE)  # fmt: skip
+def test_a_node_slurm_lost_is_named_whatever_the_tasks_report(node, tasks, before, after):
+    """SLURM's node failure is the cause, wherever srun's line stands among the tasks' reports
+    (a rank on a surviving node may fail first, its peer gone)."""
+    reports = [f"srun: error: {n}: task {t}: {h}" for n, t, h in tasks]
+    output = "\n".join([*before, *reports, f"srun: error: Node failure on {node}", *after])
+    assert lost_node(output) == node
+    assert failed_task("\n".join([*before, *after])) is None

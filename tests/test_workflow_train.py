@@ -778,9 +778,15 @@ def test_sigterm_checkpoints_sigkill_is_named_and_reruns_resume_to_the_same_weig
     assert "training quick was killed (SIGKILL), which no process can catch" in log, log[-3000:]
     assert f"its newest checkpoint is runs/quick/checkpoints/step{step:08d}, which" in log
 
+    # each attempt's message kept in the run folder (Snakemake deletes the log at a rerun)
+    record = (stopped / "runs/quick/interruptions.log").read_text().splitlines()
+    assert len(record) == 2, record
+    assert "training quick was stopped by a signal" in record[0]
+    assert "training quick was killed (SIGKILL)" in record[1]
     run_snakemake(stopped, "runs/quick/train.json")
     log = (stopped / "logs/train/quick.log").read_text()
     assert f"resumed from runs/quick/checkpoints/step{step:08d} (step {step})" in log
+    assert f"last interrupted {record[1]}" in log
     # The signal's checkpoint resumed the run but is not averaged: the window is the scheduled
     # checkpoints' (25, 50, 60), as in the run never stopped, and its weights file is gone.
     averaged = [json.loads((root / "runs/quick/train.json").read_text())["average_weights"]

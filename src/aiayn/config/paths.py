@@ -42,6 +42,7 @@ def subword_file(suffix="model", dataset="{dataset}") -> str:
 EXPERIMENT_SPEC = "experiment.json"  # the resolved experiment the trainer reads
 TRAIN_LOG = "train.jsonl"  # losses and dev scores, one line per logged step
 TRAIN_SUMMARY = "train.json"  # written last: steps, losses, the last checkpoint's weights
+INTERRUPTIONS = "interruptions.log"  # why each attempt that did not finish ended
 
 
 def run_dir(experiment="{experiment}") -> str:

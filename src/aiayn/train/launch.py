@@ -10,6 +10,7 @@ experiment's `nodes` (and the GPUs per node, `processes`), never the launch code
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -177,3 +178,61 @@ def killed_message(name: str, newest, log_file: str) -> str:
         "Lower train.tokens_per_batch, or train.dev_bleu_beam and dev_bleu_sentences if it "
         f"died evaluating, or give the job more memory; {kept}. See {log_file}"
     )
+
+
+# What srun reports when the controller declares a node of the allocation lost (its slurmd
+# silent for SlurmdTimeout: the machine, its network or the daemon died), and when a task ends
+# badly (`--kill-on-bad-exit` then stops the other nodes' tasks, which report after it).
+NODE_LOST = re.compile(r"^srun: error: Node failure on (\S+)", re.MULTILINE)
+TASK_FAILED = re.compile(r"^srun: error: (\S+): tasks? ([\d,-]+): (.+)$", re.MULTILINE)
+
+
+def node_state(node: str) -> str:
+    """SLURM's state of `node` and why, as `scontrol show node` gives them (empty if it cannot)."""
+    try:
+        shown = subprocess.run(["scontrol", "show", "node", node], capture_output=True, text=True)
+    except OSError:  # no scontrol here: srun's words alone
+        return ""
+    state = re.search(r"\bState=(\S+)", shown.stdout)
+    reason = re.search(r"\bReason=(.+?)(?: \[|$)", shown.stdout, re.MULTILINE)
+    if shown.returncode != 0 or not state:
+        return ""
+    return f"; SLURM: {state[1]}" + (f", {reason[1].strip()!r}" if reason else "")
+
+
+def lost_node(srun_output: str) -> str | None:
+    """The node SLURM declared lost during a launch through srun, or None."""
+    lost = NODE_LOST.search(srun_output)
+    return lost[1] if lost else None
+
+
+def lost_words(node: str) -> str:
+    """A lost node in words, with what SLURM says of it now."""
+    return (
+        f"SLURM lost node {node}: its slurmd stopped answering (the machine, its network or "
+        f"the daemon died){node_state(node)}"
+    )
+
+
+def failed_task(srun_output: str) -> str | None:
+    """The node whose task srun saw fail first, in words, or None: the others' tasks, stopped
+    by `--kill-on-bad-exit`, report after it."""
+    failed = TASK_FAILED.search(srun_output)
+    if not failed:
+        return None
+    node, tasks, how = failed.groups()
+    return (
+        f"it failed first on node {node} (srun: task {tasks}: {how}), and srun stopped the "
+        "other nodes' tasks"
+    )
+
+
+def node_message(name: str, where: str, newest, log_file: str) -> str:
+    """What the train job says when a run across nodes broke on one of them."""
+    kept = (
+        f"its newest checkpoint is {newest}, which a rerun resumes from (SLURM's requeue, the "
+        "profile's retries, or `snakemake --rerun-incomplete`)"
+        if newest
+        else "no checkpoint was written: a rerun starts afresh"
+    )
+    return f"training {name} broke: {where}; {kept}. See {log_file}"

@@ -6,6 +6,7 @@ checkpoints/stepN/  DeepSpeed's full training state, rng_rank{R}.pt, COMPLETE (c
 checkpoints/stepN.damaged/  a checkpoint whose files changed after it was written, set aside
 weights/stepN.safetensors   consolidated fp32 weights, which averaging and decoding read
 weights/scores.json  with train.average_best_by: each kept weights file's dev figure
+interruptions.log   why each attempt that did not finish ended (the train rule's message)
 superseded/{old}/   the outputs of another trajectory (its curves too): moved aside when the
                     model, settings, data or training code change, never deleted
 """
@@ -15,8 +16,10 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import shutil
 from dataclasses import asdict
+from datetime import datetime
 from pathlib import Path
 
 import torch
@@ -68,10 +71,29 @@ def supersede(root: Path, recorded: dict, trajectory: dict) -> None:
     archive.mkdir(parents=True, exist_ok=True)
     # its curves too: the new run starts its own (a new W&B id, TensorBoard afresh)
     moved = ("checkpoints", "weights", paths.TRAIN_LOG, paths.TRAIN_SUMMARY,
-             TENSORBOARD, WANDB_RUN_FILE, WANDB)  # fmt: skip
+             TENSORBOARD, WANDB_RUN_FILE, WANDB, paths.INTERRUPTIONS)  # fmt: skip
     for name in moved:
         if (root / name).exists():
             shutil.move(str(root / name), str(archive / name))
+
+
+def record_interruption(run_dir: Path, message: str) -> None:
+    """Keep why an attempt ended in the run folder: Snakemake deletes the rule's log when the
+    job runs again (a retry, SLURM's requeue), the run folder and its checkpoints stay."""
+    when = datetime.now().astimezone().isoformat(timespec="seconds")
+    job = os.environ.get("SLURM_JOB_ID")
+    where = f" (SLURM job {job})" if job else ""
+    with open(run_dir / paths.INTERRUPTIONS, "a", encoding="utf-8") as record:
+        record.write(f"{when}{where}: {' '.join(message.split())}\n")
+
+
+def last_interruption(run_dir: Path) -> str | None:
+    """The newest line of the run's interruptions record, if it has one."""
+    record = run_dir / paths.INTERRUPTIONS
+    if not record.is_file():
+        return None
+    lines = record.read_text(encoding="utf-8", errors="replace").splitlines()
+    return lines[-1] if lines else None
 
 
 class RunFolder:
@@ -165,6 +187,10 @@ class RunFolder:
         saved = client["train_state"]
         ckpt.load_rng_state(ckpt.rng_file(newest, self.rank))
         self.restore_weights(engine, saved["step"], client.get("stopped", False))
+        if self.rank == 0:  # and why the attempt before ended, which its log no longer says
+            before = last_interruption(self.root)
+            log.info("resumed from %s (step %d)%s", newest, saved["step"],
+                     f"; last interrupted {before}" if before else "")  # fmt: skip
         return saved
 
     def restore_weights(self, engine, step: int, stopped: bool) -> None:

@@ -260,8 +260,6 @@ class Trainer:
         if saved is not None:
             self.state = {**self.state, **saved, "world_size": self.world}
             self.data.seek((self.state["epoch"], self.state["batch"]))
-            if self.rank == 0:
-                log.info("resumed from %s (step %d)", self.folder.newest(), self.state["step"])
         # from the checkpoint's step, or from step 0 after an attempt killed before its first
         # checkpoint: what that attempt logged is dropped too, so that no step is logged twice
         self.log.forget_after(self.state["step"])
