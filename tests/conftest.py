@@ -143,7 +143,7 @@ MINUTES = {
     "test_train.py": 14,
     "test_real_multi30k.py": 11,
     "test_real_parsing.py": 8,
-    "test_slurm.py": 8,
+    "test_slurm.py": 11,
     "test_faults.py": 6,
     "test_gpu_suite.py": 5,
     "test_workflow.py": 3,

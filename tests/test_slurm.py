@@ -9,13 +9,17 @@ them. Outside CI the tests skip without them; in CI (CI=true) their absence is a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import warnings
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -28,9 +32,11 @@ from tests.conftest import (
     SLURM_SCRIPTS,
     copy_project,
     edit_config,
+    fault_point_env,
     quick_experiment,
     run_snakemake,
     slurm_missing,
+    wait_until_stopped,
 )
 
 pytestmark = pytest.mark.workflow
@@ -261,13 +267,13 @@ def launch_line(root: Path, name: str) -> str:
     return next(line for line in log.splitlines() if line.startswith("$ "))
 
 
-def test_two_nodes_train_to_the_weights_of_two_processes_on_one(slurm_cluster, tmp_path):
-    """Through `snakemake --profile slurm` as typed: two processes of one node (srun, torchrun
-    --nnodes=1), then the same experiment as one process on each of two nodes (the
-    allocation's nodes, a rendezvous on the first), which ends with the same weights, tensor
-    for tensor: the same two shards of every step, summed by gloo in the same order."""
-    from aiayn.train.checkpoint import load_weights
-
+@pytest.fixture(scope="module")
+def two_nodes(slurm_cluster, tmp_path_factory):
+    """A project whose toy experiment was trained through `snakemake --profile slurm` as typed,
+    on two processes of one node (`pair`), then as one process on each of two nodes
+    (`pair_nodes`, the train rule sent to partition multinode): the project, the user's
+    environment and the two runs' snakemake results."""
+    tmp_path = tmp_path_factory.mktemp("two_nodes")
     root = with_test_limits(copy_project(tmp_path / "project"))
     quick_experiment(
         root, name="pair", processes=2, max_steps=20, warmup_steps=10, tokens_per_step=2000
@@ -275,7 +281,36 @@ def test_two_nodes_train_to_the_weights_of_two_processes_on_one(slurm_cluster, t
     edit_config(root, lambda c: c["experiments"].update(
         pair_nodes={**c["experiments"]["pair"], "processes": 1, "nodes": 2}))  # fmt: skip
     env = link_profile(root, tmp_path / "home")
-    result = run_as_typed(root, env, "runs/pair/train.json")
+    one_node = run_as_typed(root, env, "runs/pair/train.json")
+    profile = root / "profiles/default/config.yaml"  # the test cluster's nodes of one GPU
+    settings = yaml.safe_load(profile.read_text())
+    settings["set-resources"]["train"]["slurm_partition"] = "multinode"
+    profile.write_text(yaml.safe_dump(settings))
+    two_nodes = (
+        run_as_typed(root, env, "runs/pair_nodes/train.json") if one_node.returncode == 0 else None
+    )
+    return root, env, one_node, two_nodes
+
+
+def final_weights(root: Path, name: str) -> dict:
+    from aiayn.train.checkpoint import load_weights
+
+    summary = json.loads((root / f"runs/{name}/train.json").read_text())
+    return load_weights(root / summary["final_weights"])["state_dict"]
+
+
+def assert_same_weights(got: dict, expected: dict) -> None:
+    assert got.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert torch.equal(got[name], tensor), name
+
+
+def test_two_nodes_train_to_the_weights_of_two_processes_on_one(two_nodes):
+    """Through `snakemake --profile slurm` as typed: two processes of one node (srun, torchrun
+    --nnodes=1), then the same experiment as one process on each of two nodes (the
+    allocation's nodes, a rendezvous on the first), which ends with the same weights, tensor
+    for tensor: the same two shards of every step, summed by gloo in the same order."""
+    root, _, result, two_node_result = two_nodes
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     jobs = submitted_jobs(result.stdout + result.stderr)
     assert re.search(r"gres[:/]gpu[:=]2", slurm_job(jobs["train"][0]))
@@ -283,11 +318,7 @@ def test_two_nodes_train_to_the_weights_of_two_processes_on_one(slurm_cluster, t
     assert launch.startswith("$ srun --overlap") and "--rdzv_backend=c10d" in launch
     assert "--nnodes=1" in launch and "--nproc_per_node=2" in launch
 
-    profile = root / "profiles/default/config.yaml"  # the test cluster's nodes of one GPU
-    settings = yaml.safe_load(profile.read_text())
-    settings["set-resources"]["train"]["slurm_partition"] = "multinode"
-    profile.write_text(yaml.safe_dump(settings))
-    result = run_as_typed(root, env, "runs/pair_nodes/train.json")
+    result = two_node_result
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     [job] = submitted_jobs(result.stdout + result.stderr)["train"]
     assert "NumNodes=2" in slurm_job(job) and "NodeList=aiayn-node[1-2]" in slurm_job(job)
@@ -298,10 +329,7 @@ def test_two_nodes_train_to_the_weights_of_two_processes_on_one(slurm_cluster, t
         json.loads((root / f"runs/{n}/train.json").read_text()) for n in ("pair", "pair_nodes")
     ]
     assert all(s["processes"] == 2 and s["ranks_agree"] and s["steps"] == 20 for s in summaries)
-    one_node, two_nodes = (load_weights(root / s["final_weights"])["state_dict"] for s in summaries)
-    assert one_node.keys() == two_nodes.keys()
-    for name, tensor in one_node.items():
-        assert torch.equal(two_nodes[name], tensor), name
+    assert_same_weights(final_weights(root, "pair_nodes"), final_weights(root, "pair"))
 
 
 # A job of two nodes as Snakemake's slurm-jobstep executor runs a rule: the rule in a one-node
@@ -363,3 +391,140 @@ def test_the_two_namespaced_nodes_are_two_machines_to_a_job(slurm_cluster, tmp_p
         ("aiayn-node1", "10.254.77.11", "3"),
         ("aiayn-node2", "10.254.77.12", "3"),
     ], printed
+
+
+def on_node(node: str, program: bytes) -> int | None:
+    """The process of a namespaced node (one of its network namespace's) whose command runs
+    `program`: the trainer (`aiayn.train.trainer`, not the torchrun above it) or slurmd."""
+    listed = subprocess.run(["ip", "netns", "pids", node], capture_output=True, text=True)
+    for pid in listed.stdout.split():
+        try:
+            words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except FileNotFoundError:  # ended since
+            continue
+        if program in words and b"torch.distributed.run" not in words:
+            return int(pid)
+    return None
+
+
+def only_slurmd(node: str) -> bool:
+    """Whether nothing but slurmd runs on the namespaced node."""
+    listed = subprocess.run(["ip", "netns", "pids", node], capture_output=True, text=True)
+    return listed.stdout.split() == [str(on_node(node, b"slurmd"))]
+
+
+def wait_for(condition, what: str, seconds: float = 300):
+    deadline = time.monotonic() + seconds
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"{what}: not within {seconds} s"
+        time.sleep(0.5)
+    return found
+
+
+def node_state(node: str) -> str:
+    return subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], capture_output=True,
+                          text=True).stdout.strip()  # fmt: skip
+
+
+def lines(root: Path, name: str) -> list[str]:
+    return (root / f"runs/{name}/interruptions.log").read_text().splitlines()
+
+
+def interruptions(root: Path, name: str) -> list[tuple[float, str]]:
+    """runs/{name}/interruptions.log: when each attempt ended (seconds since the epoch), why."""
+    ended = [re.fullmatch(r"(\S+) \(SLURM job \d+\): (.*)", line) for line in lines(root, name)]
+    return [
+        (datetime.fromisoformat(when).timestamp(), why) for when, why in map(re.Match.groups, ended)
+    ]
+
+
+def paused_training(root: Path, env: dict, step: int, folder: Path, *options: str):
+    """`snakemake --profile slurm` training `pair_lost` in the background, its rank 0 (on the
+    first node) stopped after `step` (tests/fault_points): the snakemake process (its output
+    goes to `folder`/output) and rank 0's pid."""
+    folder.mkdir()
+    pause = fault_point_env(root, AIAYN_FAULT_PAUSE=f"progress:{step}:{folder / 'paused'}")
+    fault_points = {k: pause[k] for k in ("PYTHONPATH", "AIAYN_FAULT_ROOT", "AIAYN_FAULT_PAUSE")}
+    command = " ".join([CLUSTER_COMMAND, *options, "runs/pair_lost/train.json"])
+    with open(folder / "output", "w") as output:
+        snakemake = subprocess.Popen(["bash", "-c", command], cwd=root, stdout=output,
+                                     stderr=subprocess.STDOUT, env={**env, **fault_points})  # fmt: skip
+    paused = wait_until_stopped(folder / "paused", snakemake, "training pair_lost")
+    return snakemake, paused["pid"]
+
+
+def finished(snakemake: subprocess.Popen, folder: Path) -> str:
+    """What the background snakemake printed, once it has ended."""
+    snakemake.wait(timeout=600)
+    return (folder / "output").read_text()
+
+
+def test_a_lost_node_stops_the_job_by_name_and_a_rerun_resumes_to_the_same_weights(
+    two_nodes, tmp_path
+):
+    """`pair_nodes` again as `pair_lost` (checkpoints at steps 10 and 20), broken twice:
+    - the second node's trainer killed after step 12: srun stops the first node's within
+      seconds, the job fails naming the node, and `snakemake --rerun-incomplete` resumes
+      from step 10;
+    - then the second node lost to SLURM (its slurmd killed after step 16, so that nothing
+      answers for it): SLURM declares it lost after SlurmdTimeout (30 s here) and cancels the
+      step (whose SIGTERM lets the ranks checkpoint), the job names the node, SLURM requeues
+      it, and once the node is back it resumes and finishes.
+    The weights equal the unbroken run's, tensor for tensor; each attempt's message is kept in
+    the run folder (Snakemake deletes the rule's log when a job runs again)."""
+    root, env, _, unbroken = two_nodes
+    assert unbroken is not None and unbroken.returncode == 0, "the unbroken two-node run failed"
+    edit_config(root, lambda c: c["experiments"].update(pair_lost=c["experiments"]["pair_nodes"]))
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    snakemake, rank0 = paused_training(root, env, 12, first, "--retries 0")
+    os.kill(
+        wait_for(lambda: on_node("aiayn-node2", b"aiayn.train.trainer"), "its trainer"),
+        signal.SIGKILL,
+    )
+    killed_at = time.time()
+    os.kill(rank0, signal.SIGCONT)
+    output = finished(snakemake, first)
+    assert snakemake.returncode != 0, output[-3000:]
+    [(ended, why)] = interruptions(root, "pair_lost")
+    assert ended - killed_at < 60, f"the job ended {ended - killed_at:.0f} s after the kill"
+    assert "training pair_lost broke: it failed first on node aiayn-node2 (srun: task 1:" in why
+    assert "runs/pair_lost/checkpoints/step00000010, which a rerun resumes from" in why
+    assert why in output  # Snakemake shows the failed job's log
+
+    snakemake, rank0 = paused_training(root, env, 16, second, "--rerun-incomplete")
+    try:
+        os.kill(wait_for(lambda: on_node("aiayn-node2", b"slurmd"), "its slurmd"), signal.SIGKILL)
+        lost_at = time.time()
+        wait_for(lambda: node_state("aiayn-node2").startswith("down"), "SLURM declares it lost")
+        with contextlib.suppress(ProcessLookupError):  # SLURM ended the job step first
+            os.kill(rank0, signal.SIGCONT)
+        requeued = wait_for(lambda: pending_in("multinode"), "SLURM requeues the job")
+        subprocess.run([SLURM_SCRIPTS / "node-up.sh", "aiayn-node2"], check=True)
+        wait_for(lambda: node_state("aiayn-node2") == "idle", "the node back in service")
+        # A requeued job waits two minutes before it may start again. Cut short only once the
+        # node's step of the lost attempt is over (its slurmstepd waits for slurmd to report
+        # to): a job started while it ends found its node busy and never trained.
+        wait_for(lambda: only_slurmd("aiayn-node2"), "the lost attempt's step over")
+        subprocess.run(["scontrol", "update", f"jobid={requeued}", "StartTime=now"], check=True)
+        output = finished(snakemake, second)
+    finally:  # the other tests' cluster whole again
+        if on_node("aiayn-node2", b"slurmd") is None:
+            subprocess.run([SLURM_SCRIPTS / "node-up.sh", "aiayn-node2"], check=True)
+    assert snakemake.returncode == 0, output[-3000:]
+    _, (ended, why) = interruptions(root, "pair_lost")
+    timeout = 30  # up.sh's SlurmdTimeout: SLURM's ping interval and KillWait come on top
+    assert ended - lost_at < timeout + 60, f"the job ended {ended - lost_at:.0f} s after the loss"
+    assert why.startswith("training pair_lost broke: SLURM lost node aiayn-node2: its slurmd")
+    assert "; SLURM: DOWN" in why  # scontrol's state of the node
+    log = (root / "logs/train/pair_lost.log").read_text()
+    assert "resumed from runs/pair_lost/checkpoints/step000000" in log
+    assert f"last interrupted {lines(root, 'pair_lost')[-1]}" in log
+    assert_same_weights(final_weights(root, "pair_lost"), final_weights(root, "pair_nodes"))
+
+
+def pending_in(partition: str) -> str | None:
+    """The id of a job pending in `partition`, if there is one."""
+    listed = subprocess.run(["squeue", "-h", "-t", "PD", "-p", partition, "-o", "%i"],
+                            capture_output=True, text=True)  # fmt: skip
+    return listed.stdout.split()[0] if listed.stdout.split() else None

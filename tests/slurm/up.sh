@@ -89,6 +89,10 @@ MinJobAge=3600
 SchedulerParameters=sched_interval=2
 ReturnToService=2
 KillWait=30
+# A node whose slurmd is silent this long is lost: its jobs end (a requeued one waits for two
+# nodes again), and it is back in service once its slurmd answers (ReturnToService=2). Low, so
+# that the lost-node test waits half a minute, not SLURM's default five.
+SlurmdTimeout=30
 StateSaveLocation=$state/ctld
 SlurmdSpoolDir=$state/d/%n
 SlurmctldPidFile=$state/run/slurmctld.pid
@@ -120,10 +124,7 @@ fi
 slurmctld -c
 slurmd
 for node in "${nodes[@]}"; do
-    # The node's network, and a mount and UTS namespace of its own for its hosts file and host
-    # name (not `ip netns exec`, whose fresh /sys lacks the cgroup mount slurmd needs)
-    nsenter --net="/run/netns/$node" unshare --mount --uts sh -c \
-        "mount --bind /etc/netns/$node/hosts /etc/hosts && hostname $node && exec slurmd -N $node"
+    "$(dirname "$0")/node-up.sh" "$node"
 done
 
 # The node is idle within a second here. CI once saw it not idle after 30 s, with no log kept:
