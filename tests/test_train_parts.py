@@ -42,7 +42,7 @@ from aiayn.train.record import (
     step_fill,
     write_summary,
 )
-from aiayn.train.run_folder import RunFolder
+from aiayn.train.run_folder import RunFolder, last_interruption, record_interruption
 from aiayn.train.settings import Experiment, TrainSettings, data_digest
 from aiayn.train.step import Diverged, Steps
 from aiayn.train.timing import TrainingClock
@@ -572,3 +572,26 @@ def test_a_train_log_cut_short_resumes_and_a_damaged_line_is_named(tmp_path, cap
     path.write_text("".join(line + "\n" for number, line in enumerate(lines, 1) if number != 2))
     train_log.forget_after(2)
     assert path.read_text() == '{"step": 2, "loss": 3.0}\n'
+
+
+def test_each_attempts_end_is_kept_and_a_record_it_cannot_write_costs_only_itself(tmp_path, caplog):
+    """runs/<name>/interruptions.log: one line an attempt (a message of several lines on one);
+    where it cannot be written (a folder in its place) the attempt's message is not lost to a
+    traceback: a warning, and the record stays as it was."""
+    record_interruption(tmp_path, "training x was stopped by a signal\n(exit 143)")
+    record_interruption(tmp_path, "training x broke: SLURM lost node n2")
+    first, second = (tmp_path / "interruptions.log").read_text().splitlines()
+    assert first.endswith(": training x was stopped by a signal (exit 143)")
+    assert last_interruption(tmp_path) == second and second.endswith(
+        ": training x broke: SLURM lost node n2"
+    )
+
+    blocked = tmp_path / "blocked"
+    (blocked / "interruptions.log").mkdir(parents=True)
+    with caplog.at_level(logging.WARNING):
+        record_interruption(blocked, "training x failed (exit 1)")
+    assert (
+        "could not add to" in caplog.text
+        and "this attempt's end is in this log only" in caplog.text
+    )
+    assert last_interruption(blocked) is None

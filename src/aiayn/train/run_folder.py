@@ -83,8 +83,12 @@ def record_interruption(run_dir: Path, message: str) -> None:
     when = datetime.now().astimezone().isoformat(timespec="seconds")
     job = os.environ.get("SLURM_JOB_ID")
     where = f" (SLURM job {job})" if job else ""
-    with open(run_dir / paths.INTERRUPTIONS, "a", encoding="utf-8") as record:
-        record.write(f"{when}{where}: {' '.join(message.split())}\n")
+    path = run_dir / paths.INTERRUPTIONS
+    try:
+        with open(path, "a", encoding="utf-8") as record:
+            record.write(f"{when}{where}: {' '.join(message.split())}\n")
+    except OSError as err:  # the message itself still reaches the log and Snakemake
+        log.warning("could not add to %s (%s): this attempt's end is in this log only", path, err)
 
 
 def last_interruption(run_dir: Path) -> str | None:
