@@ -13,6 +13,8 @@ import sys
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aiayn.errors import InputError
 from aiayn.train.curves import WANDB_RUN_FILE, Curves, scalars, tag
@@ -330,6 +332,39 @@ def test_best_n_averaging_ranks_a_nan_score_last(tmp_path):
                                                     "step00000200.safetensors"]  # fmt: skip
     three = [path.name for path in BestCheckpoints(tmp_path, "dev_bleu", 3).files()]
     assert "step00000100.safetensors" not in three
+
+
+SCORED = {"step00000050.safetensors": 10.0, "step00000100.safetensors": 12.5,
+          "step00000150.safetensors": 11.0}  # fmt: skip
+WRITTEN = json.dumps({"metric": "dev_bleu", "scores": SCORED}, indent=1).encode()
+OTHER_SHAPES = [b"[]", b'{"metric": "dev_bleu"}', b'{"scores": [10.0, 12.5]}', b"\xff\xfe{}",
+                b'{"scores": {"step00000050.safetensors": "garbage"}}',
+                b'{"scores": {"step00000050.safetensors": true}}']  # fmt: skip
+
+
+@given(damaged=st.integers(0, len(WRITTEN) - 1).map(lambda cut: WRITTEN[:cut])
+       | st.sampled_from(OTHER_SHAPES))  # fmt: skip
+def test_a_damaged_scores_record_is_refused_before_any_weights_file_goes(tmp_path_factory, damaged):
+    """weights/scores.json (best-N averaging's dev figures) cut at any byte or of another shape:
+    the averaging and the next checkpoint refuse it by name with the ways out, and every weights
+    file stays (read as no scores, the next checkpoint would have deleted them unscored)."""
+    from aiayn.train.run_folder import BestCheckpoints
+
+    weights = tmp_path_factory.mktemp("weights")
+    for name in SCORED:
+        (weights / name).write_bytes(b"weights")
+    (weights / "scores.json").write_bytes(damaged)
+    best = BestCheckpoints(weights, "dev_bleu", 2)
+    for act in (
+        best.files,
+        lambda: best.record(weights / "step00000200.safetensors", {"dev_bleu": 13.0}),
+    ):
+        with pytest.raises(
+            InputError, match="scores.json .*put back a copy of it, or move the run folder"
+        ):
+            act()
+    assert sorted(path.name for path in weights.glob("*.safetensors")) == sorted(SCORED)
+    assert (weights / "scores.json").read_bytes() == damaged
 
 
 def test_dev_loss_improves_downwards_and_bad_settings_are_refused():

@@ -300,6 +300,10 @@ class RunFolder:
         return scheduled[-1] if scheduled else None
 
 
+def is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 class BestCheckpoints:
     """With train.average_best_by: each scheduled weights file's dev figure, kept in
     weights/scores.json, and the `count` best files, which are kept and averaged."""
@@ -310,7 +314,16 @@ class BestCheckpoints:
     def scores(self) -> dict[str, float]:
         """weights file name -> its dev figure, for the files still there."""
         path = self.weights_dir / SCORES
-        found = json.loads(path.read_text())["scores"] if path.exists() else {}
+        if not path.exists():
+            return {}
+        remedy = (
+            f"It holds the dev {self.metric} of each kept weights file, which decides the files "
+            "kept and averaged: put back a copy of it, or move the run folder away to train "
+            "afresh (without it, the next checkpoint would delete the weights it no longer scores)"
+        )
+        found = read_record(path, "scores", remedy=remedy)["scores"]
+        if not isinstance(found, dict) or not all(map(is_number, found.values())):
+            raise InputError(f"{path} does not hold a number for each weights file. {remedy}")
         return {name: value for name, value in found.items() if (self.weights_dir / name).exists()}
 
     def record(self, weights: Path, dev: dict) -> None:
