@@ -1,5 +1,19 @@
 """Stages train and average: one DeepSpeed run per experiment, then its last checkpoints averaged."""
 
+from aiayn.train.launch import check_nodes_have_slurm
+
+
+onstart:
+    # before any job: a training across machines that no SLURM allocation can give
+    check_nodes_have_slurm(
+        {
+            job.wildcards.experiment: runs[job.wildcards.experiment]["nodes"]
+            for job in workflow.dag.needrun_jobs()
+            if job.rule.name == "train"
+        },
+        workflow.local_exec and not workflow.touch,
+    )
+
 
 rule train:
     """Train one experiment (resuming from its newest checkpoint when there is one)."""

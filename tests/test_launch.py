@@ -7,7 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aiayn.errors import InputError
-from aiayn.train.launch import failed_task, launch_command, lost_node, trainer_environment
+from aiayn.train.launch import (
+    check_nodes_have_slurm,
+    failed_task,
+    launch_command,
+    lost_node,
+    trainer_environment,
+)
 
 
 def test_one_process_runs_the_trainer_directly():
@@ -28,6 +34,24 @@ def test_several_processes_on_one_machine_run_under_torchrun_standalone():
 def test_several_nodes_outside_slurm_are_refused_with_the_fix():
     with pytest.raises(InputError, match="needs a SLURM allocation of 2 nodes.*profiles/slurm"):
         launch_command("runs/x/experiment.json", 8, 2, env={})
+
+
+@pytest.mark.parametrize(
+    ("local", "env", "refused"),
+    [(True, {}, True), (False, {}, False), (True, {"SLURM_JOB_ID": "42"}, False)],
+)
+def test_trainings_across_machines_are_refused_before_any_job_only_where_slurm_cannot_give_them(
+    local, env, refused
+):
+    """Jobs run here (not submitted) outside an allocation: refused; submitted through the
+    cluster profile, or run inside an allocation: left to SLURM. One machine is never refused."""
+    check_nodes_have_slurm({"one": 1, "single": 1}, local, env)
+    planned = {"one": 1, "wide": 2}
+    if refused:
+        with pytest.raises(InputError, match="experiment 'wide' trains on nodes: 2, which needs"):
+            check_nodes_have_slurm(planned, local, env)
+    else:
+        check_nodes_have_slurm(planned, local, env)
 
 
 def test_a_launch_left_in_the_shell_is_left_out_of_the_trainers_environment():

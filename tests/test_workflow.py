@@ -19,6 +19,7 @@ from tests.conftest import (
     copy_project,
     edit_config,
     edit_toy_data,
+    quick_experiment,
     run_snakemake,
     shared,
     stage_sacrebleu_cache,
@@ -422,3 +423,17 @@ def test_a_report_folder_this_user_cannot_write_warns_and_plans_on(project_copy)
     said = result.stdout + result.stderr
     assert "the report's front page cannot be written to" in said and "instead" in said
     assert "data/toy/raw/train.en-de.en" in said  # and it planned the run
+
+
+def test_a_training_across_machines_without_slurm_is_refused_before_any_job(project_copy):
+    """`nodes: 2` run here (no cluster profile, no allocation): refused as the run starts, with
+    the experiment and both ways out, before the data is prepared (the train job refused it,
+    after every job before it); a dry run still plans it."""
+    quick_experiment(project_copy, name="wide", max_steps=20)
+    edit_config(project_copy, lambda config: config["experiments"]["wide"].update(nodes=2))
+    result = run_snakemake(project_copy, "runs/wide/train.json", check=False)
+    assert result.returncode != 0
+    assert "experiment 'wide' trains on nodes: 2, which needs a SLURM allocation" in result.stderr
+    assert "--profile profiles/slurm" in result.stderr and not (project_copy / "data").exists()
+    planned = run_snakemake(project_copy, "-n", "runs/wide/train.json")
+    assert re.search(r"^train\s+1$", planned.stdout, re.MULTILINE), planned.stdout

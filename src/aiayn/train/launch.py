@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from aiayn.errors import InputError
 
@@ -54,16 +55,33 @@ def check_processes(name: str, processes: int, gpus: int, cores: int) -> str | N
     return None
 
 
+def several_nodes_refused(name: str, nodes: int) -> InputError:
+    return InputError(
+        f"experiment {name!r} trains on nodes: {nodes}, which needs a SLURM allocation of "
+        f"{nodes} nodes: run the workflow with `--profile profiles/slurm` (or inside such an "
+        "allocation), or set nodes: 1"
+    )
+
+
+def check_nodes_have_slurm(planned: dict[str, int], local: bool, env=None) -> None:
+    """Before any job of a workflow run: the trainings it plans (experiment -> nodes) across
+    several machines are refused where no SLURM allocation can give them (jobs run here, not
+    submitted, and not inside an allocation), instead of after the data was prepared."""
+    env = os.environ if env is None else env
+    if not local or env.get("SLURM_JOB_ID"):
+        return
+    for name, nodes in sorted(planned.items()):
+        if nodes > 1:
+            raise several_nodes_refused(name, nodes)
+
+
 def launch_command(experiment_json: str, processes: int, nodes: int, env=None) -> list[str]:
     """The command line that trains `experiment_json` with `processes` per node on `nodes`."""
     env = os.environ if env is None else env
     trainer = ["-m", "aiayn.train.trainer", experiment_json]
     job_id = env.get("SLURM_JOB_ID")
     if nodes > 1 and not job_id:
-        raise InputError(
-            f"nodes: {nodes} needs a SLURM allocation of {nodes} nodes: run the workflow with "
-            "`--profile profiles/slurm` (or set nodes: 1)"
-        )
+        raise several_nodes_refused(Path(experiment_json).parent.name, nodes)
     if processes * nodes == 1:
         return [sys.executable, *trainer]
     if not job_id:
