@@ -9,8 +9,11 @@ import re
 import shutil
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aiayn.complexity.report import table1_layout
 from aiayn.complexity.table1 import Grid, measure_table1
@@ -308,6 +311,28 @@ def test_the_report_front_page_names_the_study_its_command_commit_and_tables(tmp
     assert "Made by ``snakemake --cores all`` at commit ``abc1234``" in page
     assert "``results/toy/tables/``" in page and "``tiny_one_head``" in page
     assert "{" not in page  # Snakemake renders the page with Jinja first
+
+
+FRONT_RECORD = json.dumps({"command": "snakemake --cores all", "commit": "abc1234"}).encode()
+
+
+@given(damaged=st.integers(0, len(FRONT_RECORD) - 1).map(lambda cut: FRONT_RECORD[:cut])
+       | st.sampled_from([b"[1, 2]", b'{"commit": "abc1234"}', b"\xff\xfe", b"null"]))  # fmt: skip
+def test_a_damaged_run_record_is_said_on_the_front_page_not_raised(tmp_path_factory, damaged):
+    """The page is written as every snakemake starts (the Snakefile), before any job: a run
+    record cut at any byte or of another shape is named on the page and warned of, with the
+    ways out, and the start goes on (it was a traceback that stopped every snakemake command)."""
+    from aiayn.report.front_page import front_page_file
+
+    root = tmp_path_factory.mktemp("checkout")
+    (root / "results" / "toy").mkdir(parents=True)
+    (root / "results" / "toy" / "run.json").write_bytes(damaged)
+    warnings = []
+    page = Path(front_page_file("toy", ["tiny"], root, True, warnings.append)).read_text()
+    assert "The run record cannot be read: " in page and "``results/toy/tables/``" in page
+    [warning] = warnings
+    assert "results/toy/run.json" in warning and "Restore it (`git checkout -- " in warning
+    assert "or delete it: the workflow's last job (rule run_record) writes it again" in warning
 
 
 def test_table2_says_which_checkpoints_each_averaged_model_averages():
