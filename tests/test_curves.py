@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiayn.errors import InputError
@@ -342,6 +342,7 @@ OTHER_SHAPES = [b"[]", b'{"metric": "dev_bleu"}', b'{"scores": [10.0, 12.5]}', b
                 b'{"scores": {"step00000050.safetensors": true}}']  # fmt: skip
 
 
+@settings(derandomize=True, deadline=None)  # the same examples in every run
 @given(damaged=st.integers(0, len(WRITTEN) - 1).map(lambda cut: WRITTEN[:cut])
        | st.sampled_from(OTHER_SHAPES))  # fmt: skip
 def test_a_damaged_scores_record_is_refused_before_any_weights_file_goes(tmp_path_factory, damaged):
@@ -365,6 +366,39 @@ def test_a_damaged_scores_record_is_refused_before_any_weights_file_goes(tmp_pat
             act()
     assert sorted(path.name for path in weights.glob("*.safetensors")) == sorted(SCORED)
     assert (weights / "scores.json").read_bytes() == damaged
+
+
+LOG_LINES = ['{"step": 10, "loss": 3.0, "lr": 0.001}', '{"step": 10, "dev_loss": 2.5}',
+             '{"step": 20, "loss": 2.0, "lr": 0.002}', '{"step": 20, "dev_loss": 2.1}']  # fmt: skip
+DAMAGED_LINE = st.one_of(
+    st.sampled_from(LOG_LINES).flatmap(lambda line: st.integers(0, len(line) - 1).map(lambda n: line[:n])),
+    st.sampled_from(["[1]", "null", "5", '{"loss": 1.0}', '{"step": "10", "loss": 1.0}', "\x00{"]),
+)  # fmt: skip
+
+
+@settings(
+    derandomize=True, deadline=None, max_examples=50
+)  # a figure is drawn: matplotlib's first takes a second
+@given(line=st.integers(0, len(LOG_LINES) - 1), damaged=DAMAGED_LINE)
+def test_the_loss_figure_names_a_damaged_train_log_line_and_drops_a_cut_last_one(
+    tmp_path_factory, line, damaged
+):
+    """The report's loss curves read runs/<name>/train.jsonl as the trainer does: a line before
+    the last that is not a step's record is refused by number with the way out (it was json's
+    traceback, or a TypeError for a line of another shape); the last one cut short is dropped
+    with a warning and the figure drawn."""
+    import matplotlib.pyplot as plt
+
+    from aiayn.report.figures import loss_curves
+
+    path = tmp_path_factory.mktemp("run") / "train.jsonl"
+    lines = [damaged if number == line else kept for number, kept in enumerate(LOG_LINES)]
+    path.write_text("".join(f"{kept}\n" for kept in lines))
+    if line < len(LOG_LINES) - 1:
+        with pytest.raises(InputError, match=f"train.jsonl, line {line + 1}, is not a JSON line"):
+            loss_curves({"tiny": str(path)})
+    else:
+        plt.close(loss_curves({"tiny": str(path)}))
 
 
 def test_dev_loss_improves_downwards_and_bad_settings_are_refused():

@@ -3,7 +3,6 @@ encoder self-attention maps in the style of the paper's Figures 3-5."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
@@ -12,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from aiayn.train.curves import read_lines  # noqa: E402
 from aiayn.train.schedule import inverse_sqrt_lr  # noqa: E402
 
 
@@ -41,7 +41,7 @@ def learning_rate(schedules: dict[str, dict]):
 
 def read_log(path: str | Path) -> tuple[list[dict], list[dict]]:
     """Training records and dev records of a train.jsonl."""
-    records = [json.loads(line) for line in Path(path).read_text().splitlines() if line]
+    records = read_lines(Path(path))
     return [r for r in records if "loss" in r], [r for r in records if "dev_loss" in r]
 
 

@@ -203,7 +203,10 @@ def read_lines(train_log: Path) -> list[dict]:
     records = []
     for number, line in enumerate(lines, 1):
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
+            if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+                raise ValueError("not a record of a step")
+            records.append(record)
         except ValueError as err:
             if number == len(lines):
                 log.warning("%s: its last line was cut short (%s): dropped", train_log, err)
