@@ -286,10 +286,10 @@ def two_nodes(slurm_cluster, tmp_path_factory):
     settings = yaml.safe_load(profile.read_text())
     settings["set-resources"]["train"]["slurm_partition"] = "multinode"
     profile.write_text(yaml.safe_dump(settings))
-    two_nodes = (
+    across = (
         run_as_typed(root, env, "runs/pair_nodes/train.json") if one_node.returncode == 0 else None
     )
-    return root, env, one_node, two_nodes
+    return root, env, one_node, across
 
 
 def final_weights(root: Path, name: str) -> dict:
