@@ -164,16 +164,17 @@ def peak_gib(process: subprocess.Popen, log) -> float:
     return usage.ru_maxrss / 2**20
 
 
-def run_pair(work: Path, config: Path, data_bin: Path, seed: int, experiment: dict, args) -> dict:
-    """Ours and fairseq with one seed, side by side, logging under logs/fairseq_peer/; each
-    one's peak memory in GiB."""
+def run_side_by_side(
+    work: Path, config: Path, data_bin: Path, seed: int, sides: list[str], experiment: dict, args
+) -> dict:
+    """`sides` (both toolkits, or the one whose seed is missing) with one seed, side by side,
+    logging under logs/fairseq_peer/; each one's peak memory in GiB."""
     logs = work / "logs" / "fairseq_peer"
     logs.mkdir(parents=True, exist_ok=True)
-    commands = {"ours": ours_command(work, config, seed),
-                "fairseq": fairseq_command(data_bin, seed, experiment, args)}  # fmt: skip
-    running = {name: start(command, logs / f"{name}.seed{seed}.log")
-               for name, command in commands.items()}  # fmt: skip
-    return {name: peak_gib(*run) for name, run in running.items()}
+    commands = {"ours": lambda: ours_command(work, config, seed),
+                "fairseq": lambda: fairseq_command(data_bin, seed, experiment, args)}  # fmt: skip
+    running = {side: start(commands[side](), logs / f"{side}.seed{seed}.log") for side in sides}
+    return {side: peak_gib(*run) for side, run in running.items()}
 
 
 # ---- what each run logged -------------------------------------------------------------------
@@ -251,11 +252,12 @@ def mean_sd(values: list[float]) -> dict:
 RECORD = benchlib.RESULTS / "fairseq_learning-cpu.json"
 
 
-def provenance(work: Path) -> dict:
-    """What a seed's figures depend on beyond its seed: the train stage's code version (as the
-    workflow computes it: by meaning, over every module the trainer runs), torch's version, and
-    the binarized data both toolkits read. A resumed record keeps a seed only where all three
-    are the same, so it need not keep the folder the seed was trained in."""
+def provenance(work: Path, fairseq_versions: dict) -> dict:
+    """What each side's figures depend on beyond the seed: the binarized data both read, and
+    ours' train stage code version (as the workflow computes it: by meaning, over every module
+    the trainer runs) and torch, or fairseq's own versions (`toolkit_versions`). A resumed
+    record keeps a seed of a side only where these are the same, so it need not keep the folder
+    the seed was trained in, and an edit of ours never costs fairseq's seeds."""
     import hashlib
 
     import torch
@@ -265,15 +267,24 @@ def provenance(work: Path) -> dict:
     data = hashlib.sha256()
     for path in sorted((work / "data/multi30k/bin").glob("*")):
         data.update(path.name.encode() + path.read_bytes())
-    return {"train_code": code_version(benchlib.PROJECT / "workflow_scripts/train.py",
-                                       benchlib.PROJECT),
-            "torch": torch.__version__, "data": data.hexdigest()[:16]}  # fmt: skip
+    data = data.hexdigest()[:16]
+    train_code = code_version(benchlib.PROJECT / "workflow_scripts/train.py", benchlib.PROJECT)
+    return {"ours": {"train_code": train_code, "torch": torch.__version__, "data": data},
+            "fairseq": fairseq_versions | {"data": data}}  # fmt: skip
+
+
+def toolkit_versions(fairseq_python: str) -> dict:
+    """fairseq's and its torch's versions, from its own environment."""
+    probe = "import fairseq, torch; print(fairseq.__version__, torch.__version__)"
+    versions = subprocess.run([fairseq_python, "-c", probe], check=True, capture_output=True,
+                              text=True).stdout.split()  # fmt: skip
+    return dict(zip(("fairseq", "torch"), versions, strict=True))
 
 
 def kept_runs(now: dict, args) -> dict:
-    """With --resume, the record's runs of both sides; refused where they were measured with
-    other steps, or by other code, torch or data than `now` (`provenance`): a record's seeds
-    come from one code and one data."""
+    """With --resume, the record's runs of each side measured with the provenance of `now`
+    (`provenance`); a run measured with another is named and left out, to be measured again.
+    Refused: a record of other steps, whose curves would not compare."""
     if not args.resume or not RECORD.exists():
         return {side: [] for side in SIDES}
     record = json.loads(RECORD.read_text())
@@ -281,15 +292,28 @@ def kept_runs(now: dict, args) -> dict:
         raise SystemExit(f"{RECORD} was measured with --steps {record['steps']} --every "
                          f"{record['every']}: resume with those, or start again without "
                          "--resume")  # fmt: skip
+    kept = {}
     for side in SIDES:
+        kept[side] = []
         for run in record["runs"][side]:
             then = run.get("provenance", {})
-            changed = [key for key in now if then.get(key) != now[key]]
+            changed = [key for key in now[side] if then.get(key) != now[side][key]]
             if changed:
-                raise SystemExit(f"seed {run['seed']} of {side} was measured with another "
-                                 f"{' and '.join(changed)} ({then or 'not recorded'}; now "
-                                 f"{now}): start again without --resume")  # fmt: skip
-    return record["runs"]
+                print(f"seed {run['seed']} of {side} was measured with another "
+                      f"{' and '.join(changed)} ({then or 'not recorded'}; now {now[side]}): "
+                      "measured again")  # fmt: skip
+            else:
+                kept[side].append(run)
+    return kept
+
+
+def speed_ratio(runs: dict) -> float | None:
+    """Ours' median training speed over fairseq's, over the seeds the two ran side by side
+    (sharing the machine alike); None where no seed did."""
+    paired = {run["seed"] for run in runs["ours"] if run.get("beside") == "fairseq"}
+    speeds = [np.median([run["target_tokens_per_s"] for run in runs[side]
+                         if run["seed"] in paired]) for side in SIDES]  # fmt: skip
+    return round(float(speeds[0] / speeds[1]), 3) if paired else None
 
 
 def draw(record: dict, out: Path) -> None:
@@ -335,39 +359,47 @@ def main() -> None:
                         help="fairseq's batch size in padded tokens: 3300 gives ours' 2,900 "
                         "target tokens a step")  # fmt: skip
     parser.add_argument("--resume", action="store_true",
-                        help="keep the record's seeds (same steps, dev steps and train code) "
-                        "and train the others")  # fmt: skip
+                        help="keep the record's seeds of each side measured with the same steps "
+                        "and that side's code and data (`provenance`); train the others")  # fmt: skip
     args = parser.parse_args()
     work = args.work.resolve()
     data_bin = export_to_fairseq(work, work / "fairseq", args.fairseq_python)
     config, experiment = ours_config(work, args)
-    now = provenance(work)
+    now = provenance(work, toolkit_versions(args.fairseq_python))
     record = benchlib.header("fairseq_learning", threads_a_run=THREADS_A_RUN) | {
         "steps": args.steps,
         "every": args.every,
         "runs": kept_runs(now, args),
     }
-    done = {run["seed"] for run in record["runs"]["ours"]}
-    todo = sorted(set(range(1, args.seeds + 1)) - done)
+    todo = {seed: [side for side in SIDES
+                   if seed not in {run["seed"] for run in record["runs"][side]}]
+            for seed in range(1, args.seeds + 1)}  # fmt: skip
+    todo = {seed: sides for seed, sides in todo.items() if sides}
     if not todo:
-        raise SystemExit(f"{RECORD} already holds seeds {sorted(done)}: more with --seeds")
-    for seed in todo:
-        peaks = run_pair(work, config, data_bin, seed, experiment, args)
-        curves = {
-            "ours": ours_curve(work, seed),
-            "fairseq": fairseq_curve(work / f"logs/fairseq_peer/fairseq.seed{seed}.log"),
-        }
-        for side in SIDES:
-            record["runs"][side].append({"seed": seed, **curves[side], "commit": record["commit"],
-                                         "peak_rss_gib": round(peaks[side], 3),
-                                         "provenance": now})  # fmt: skip
-        record["dev_nll"] = compared(record["runs"])
-        speeds = [np.median([run["target_tokens_per_s"] for run in record["runs"][side]])
-                  for side in SIDES]  # fmt: skip
-        record["speed_ours_over_fairseq"] = round(float(speeds[0] / speeds[1]), 3)
+        raise SystemExit(f"{RECORD} already holds seeds 1-{args.seeds}: more with --seeds")
+    for seed, sides in todo.items():
+        measure_seed(record, seed, sides, now, (work, config, data_bin, experiment, args))
         benchlib.write_json(RECORD, record)
     draw(json.loads(RECORD.read_text()), RECORD.with_suffix(".png"))
     print(json.dumps(record["dev_nll"], indent=1))
+
+
+def measure_seed(record: dict, seed: int, sides: list[str], now: dict, setup: tuple) -> None:
+    """Train `sides` with `seed` side by side and add their curves to `record`."""
+    work, config, data_bin, experiment, args = setup
+    peaks = run_side_by_side(work, config, data_bin, seed, sides, experiment, args)
+    curves = {
+        "ours": lambda: ours_curve(work, seed),
+        "fairseq": lambda: fairseq_curve(work / f"logs/fairseq_peer/fairseq.seed{seed}.log"),
+    }
+    for side in sides:
+        beside = next((other for other in sides if other != side), None)
+        record["runs"][side].append({"seed": seed, **curves[side](), "commit": record["commit"],
+                                     "peak_rss_gib": round(peaks[side], 3), "beside": beside,
+                                     "provenance": now[side]})  # fmt: skip
+        record["runs"][side].sort(key=lambda run: run["seed"])
+    record["dev_nll"] = compared(record["runs"])
+    record["speed_ours_over_fairseq"] = speed_ratio(record["runs"])
 
 
 if __name__ == "__main__":
