@@ -164,17 +164,23 @@ def peak_gib(process: subprocess.Popen, log) -> float:
     return usage.ru_maxrss / 2**20
 
 
+RUNS_AT_ONCE = 2  # one thread each: the 2-core machine the records were measured on
+
+
 def run_side_by_side(
-    work: Path, config: Path, data_bin: Path, seed: int, sides: list[str], experiment: dict, args
+    work: Path, config: Path, data_bin: Path, jobs: list[tuple[int, str]], experiment: dict, args
 ) -> dict:
-    """`sides` (both toolkits, or the one whose seed is missing) with one seed, side by side,
-    logging under logs/fairseq_peer/; each one's peak memory in GiB."""
+    """The runs `jobs` ((seed, side) each) side by side, logging under logs/fairseq_peer/;
+    each one's peak memory in GiB."""
     logs = work / "logs" / "fairseq_peer"
     logs.mkdir(parents=True, exist_ok=True)
-    commands = {"ours": lambda: ours_command(work, config, seed),
-                "fairseq": lambda: fairseq_command(data_bin, seed, experiment, args)}  # fmt: skip
-    running = {side: start(commands[side](), logs / f"{side}.seed{seed}.log") for side in sides}
-    return {side: peak_gib(*run) for side, run in running.items()}
+    commands = {
+        "ours": lambda seed: ours_command(work, config, seed),
+        "fairseq": lambda seed: fairseq_command(data_bin, seed, experiment, args),
+    }
+    running = {(seed, side): start(commands[side](seed), logs / f"{side}.seed{seed}.log")
+               for seed, side in jobs}  # fmt: skip
+    return {job: peak_gib(*run) for job, run in running.items()}
 
 
 # ---- what each run logged -------------------------------------------------------------------
@@ -326,6 +332,8 @@ def draw(record: dict, out: Path) -> None:
     figure, axes = plt.subplots(figsize=(6, 3.6))
     for side, colour in zip(SIDES, ("tab:blue", "tab:orange"), strict=True):
         runs = record["runs"][side]
+        if not runs:
+            continue
         steps = sorted(set.intersection(*(set(map(int, run["dev_nll"])) for run in runs)))
         values = np.array([[run["dev_nll"][str(s)] for s in steps] for run in runs])
         label = f"{side} ({len(runs)} seed{'s' * (len(runs) > 1)})"
@@ -359,8 +367,11 @@ def main() -> None:
                         help="fairseq's batch size in padded tokens: 3300 gives ours' 2,900 "
                         "target tokens a step")  # fmt: skip
     parser.add_argument("--resume", action="store_true",
-                        help="keep the record's seeds of each side measured with the same steps "
-                        "and that side's code and data (`provenance`); train the others")  # fmt: skip
+                        help="keep each side's seeds measured with these steps and that "
+                        "side's code and data (`provenance`); train the rest")  # fmt: skip
+    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES),
+                        help="measure only these toolkits' missing seeds (fairseq's outlive "
+                        "edits of ours)")  # fmt: skip
     args = parser.parse_args()
     work = args.work.resolve()
     data_bin = export_to_fairseq(work, work / "fairseq", args.fairseq_python)
@@ -371,34 +382,55 @@ def main() -> None:
         "every": args.every,
         "runs": kept_runs(now, args),
     }
-    todo = {seed: [side for side in SIDES
-                   if seed not in {run["seed"] for run in record["runs"][side]}]
-            for seed in range(1, args.seeds + 1)}  # fmt: skip
-    todo = {seed: sides for seed, sides in todo.items() if sides}
-    if not todo:
+    batches = planned(record["runs"], args.seeds, args.sides)
+    if not batches:
         raise SystemExit(f"{RECORD} already holds seeds 1-{args.seeds}: more with --seeds")
-    for seed, sides in todo.items():
-        measure_seed(record, seed, sides, now, (work, config, data_bin, experiment, args))
+    for together in batches:
+        measure(record, together, now, (work, config, data_bin, experiment, args))
         benchlib.write_json(RECORD, record)
     draw(json.loads(RECORD.read_text()), RECORD.with_suffix(".png"))
-    print(json.dumps(record["dev_nll"], indent=1))
+    print(json.dumps(record.get("dev_nll"), indent=1))
 
 
-def measure_seed(record: dict, seed: int, sides: list[str], now: dict, setup: tuple) -> None:
-    """Train `sides` with `seed` side by side and add their curves to `record`."""
+def planned(runs: dict, seeds: int, sides: list[str]) -> list[list[tuple[int, str]]]:
+    """The missing (seed, side) runs of seeds 1-`seeds`, RUNS_AT_ONCE at a time: a seed both
+    toolkits miss as a pair (sharing the machine alike, their speeds compare), then the rest."""
+    missing = {side: [seed for seed in range(1, seeds + 1)
+                      if seed not in {run["seed"] for run in runs[side]}]
+               for side in SIDES if side in sides}  # fmt: skip
+    pairs = sorted(set.intersection(*map(set, missing.values()))) if len(missing) > 1 else []
+    rest = sorted((seed, side) for side, side_seeds in missing.items() for seed in side_seeds
+                  if seed not in pairs)  # fmt: skip
+    return [[(seed, side) for side in SIDES] for seed in pairs] + [
+        rest[first : first + RUNS_AT_ONCE] for first in range(0, len(rest), RUNS_AT_ONCE)
+    ]
+
+
+def beside(job: tuple[int, str], together: list[tuple[int, str]]) -> str | None:
+    """The run that shared the machine with `job`: the other toolkit's name where it ran the
+    same seed (a pair, whose speeds compare), else `<side> seed <n>`; None: it ran alone."""
+    other = next((o for o in together if o != job), None)
+    if other is None:
+        return None
+    return other[1] if other[0] == job[0] else f"{other[1]} seed {other[0]}"
+
+
+def measure(record: dict, together: list[tuple[int, str]], now: dict, setup: tuple) -> None:
+    """Train the runs `together` side by side and add their curves to `record`."""
     work, config, data_bin, experiment, args = setup
-    peaks = run_side_by_side(work, config, data_bin, seed, sides, experiment, args)
+    peaks = run_side_by_side(work, config, data_bin, together, experiment, args)
     curves = {
-        "ours": lambda: ours_curve(work, seed),
-        "fairseq": lambda: fairseq_curve(work / f"logs/fairseq_peer/fairseq.seed{seed}.log"),
+        "ours": lambda seed: ours_curve(work, seed),
+        "fairseq": lambda seed: fairseq_curve(work / f"logs/fairseq_peer/fairseq.seed{seed}.log"),
     }
-    for side in sides:
-        beside = next((other for other in sides if other != side), None)
-        record["runs"][side].append({"seed": seed, **curves[side](), "commit": record["commit"],
-                                     "peak_rss_gib": round(peaks[side], 3), "beside": beside,
+    for seed, side in together:
+        record["runs"][side].append({"seed": seed, **curves[side](seed), "commit": record["commit"],
+                                     "peak_rss_gib": round(peaks[seed, side], 3),
+                                     "beside": beside((seed, side), together),
                                      "provenance": now[side]})  # fmt: skip
         record["runs"][side].sort(key=lambda run: run["seed"])
-    record["dev_nll"] = compared(record["runs"])
+    if all(record["runs"][side] for side in SIDES):
+        record["dev_nll"] = compared(record["runs"])
     record["speed_ours_over_fairseq"] = speed_ratio(record["runs"])
 
 

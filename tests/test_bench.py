@@ -377,3 +377,26 @@ def test_fairseq_speed_ratio_is_over_the_seeds_run_side_by_side():
     assert fairseq_learning.speed_ratio(runs) == 1.5
     runs["ours"][0]["beside"] = None
     assert fairseq_learning.speed_ratio(runs) is None
+
+
+def test_fairseq_runs_are_planned_two_at_a_time_a_seeds_pair_together():
+    """Where both toolkits miss a seed, its two runs share the machine (their speeds compare);
+    where one side is complete, the other's missing seeds run two at a time."""
+    import fairseq_learning as fl
+
+    def kept(*seeds):
+        return [{"seed": seed} for seed in seeds]
+
+    both = fl.planned({"ours": kept(), "fairseq": kept()}, 2, ["ours", "fairseq"])
+    assert both == [[(1, "ours"), (1, "fairseq")], [(2, "ours"), (2, "fairseq")]]
+    assert [fl.beside(job, both[0]) for job in both[0]] == ["fairseq", "ours"]
+    theirs = fl.planned({"ours": kept(1), "fairseq": kept(1, 2)}, 5, ["fairseq", "ours"])
+    assert theirs == [[(3, "ours"), (3, "fairseq")], [(4, "ours"), (4, "fairseq")],
+                      [(5, "ours"), (5, "fairseq")], [(2, "ours")]]  # fmt: skip
+    assert fl.beside((2, "ours"), theirs[3]) is None
+    ours = fl.planned({"ours": kept(), "fairseq": kept(1, 2, 3)}, 3, ["ours", "fairseq"])
+    assert ours == [[(1, "ours"), (2, "ours")], [(3, "ours")]]
+    assert fl.beside((2, "ours"), ours[0]) == "ours seed 1"
+    only = fl.planned({"ours": kept(), "fairseq": kept(1)}, 3, ["fairseq"])
+    assert only == [[(2, "fairseq"), (3, "fairseq")]]
+    assert fl.planned({"ours": kept(1), "fairseq": kept(1)}, 1, ["ours", "fairseq"]) == []
