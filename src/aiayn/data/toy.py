@@ -353,12 +353,13 @@ def partition_of(english: str) -> str:
 
 
 def generate(
-    size: int, seed: int, partition: str, max_draws_per_line: int = 1000
+    size: int, seed: int, partition: str, max_draws_per_line: int = 1000, grammar=ToyGrammar
 ) -> Iterator[tuple[str, str]]:
-    """Yield `size` distinct (English, German) pairs that belong to `partition`."""
+    """Yield `size` distinct (English, German) pairs of `grammar` (called with the seed) that
+    belong to `partition`."""
     if partition not in PARTITIONS:
         raise ValueError(f"toy partition must be one of {sorted(PARTITIONS)}, not {partition!r}")
-    grammar = ToyGrammar(seed)
+    grammar = grammar(seed)
     seen: set[str] = set()
     draws = 0
     while len(seen) < size:
