@@ -239,3 +239,82 @@ def test_the_advice_for_an_exponent_yaml_reads_as_text_gives_back_the_same_numbe
     else:
         written = advice.rsplit("write ", 1)[1]
         assert yaml.load(written, Loader=ConfigLoader) == meant, (text, advice)  # noqa: S506
+
+
+def other_split(kind: str, shared: bool, spelling: str) -> tuple[dict, dict]:
+    """A `train` split of a source kind, and a `dev` split that reads the same data (`shared`)
+    or its own, the same data spelled as `spelling` says where a path can be spelled."""
+    if kind == "local":
+        same = {"plain": "train.en", "absolute": "{root}/train.en", "dotdot": "x/../train.en",
+                "link": "alias.en"}[spelling]  # fmt: skip
+        paths = {"en": same if shared else "dev.en", "de": "dev.de"}
+        return {"source": "local", "paths": {"en": "train.en", "de": "train.de"}}, {
+            "source": "local", "paths": paths}  # fmt: skip
+    if kind == "toy":
+        return {"source": "toy", "size": 10}, {"source": "toy", "size": 10, "seed": 7,
+                                               "partition": "train" if shared else "dev"}  # fmt: skip
+    if kind == "hf":  # the first rows of the same hub split
+        train = {"source": "hf", "path": "wmt/wmt14", "name": "de-en", "split": "train"}
+        return train, train | {"split": "train" if shared else "validation", "max_pairs": 100}
+    if kind == "sacrebleu":
+        return {"source": "sacrebleu", "test_set": "wmt13"}, {
+            "source": "sacrebleu", "test_set": "wmt13" if shared else "wmt14"}  # fmt: skip
+    dev = {
+        "plain": {"sections": "21-23"},
+        "absolute": {"documents": "2150-2160"},
+        "dotdot": {"sections": 20},
+        "link": {"sections": "01-02", "documents": "0150-0250"},
+    }
+    train = {"source": "ptb", "sections": "02-21"}
+    return train, {"source": "ptb", **(dev[spelling] if shared else {"sections": 22})}
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(kind=st.sampled_from(["local", "toy", "hf", "sacrebleu", "ptb"]), shared=st.booleans(),
+       spelling=st.sampled_from(["plain", "absolute", "dotdot", "link"]))  # fmt: skip
+def test_a_split_that_reads_the_training_data_is_refused_by_name(tmp_path, kind, shared, spelling):
+    """A dev or test split that reads what `train` reads (the same file however its path is
+    spelled, the same hub split, test set or toy partition, overlapping treebank documents)
+    would tune or test a model on sentences it trained on: refused before any job, naming the
+    dataset, the split and what they share. Splits of their own are taken."""
+    root = tmp_path / "data"
+    (root / "x").mkdir(parents=True, exist_ok=True)
+    for name in ("train.en", "train.de", "dev.en", "dev.de"):
+        (root / name).write_text("a\n")
+    if not (root / "alias.en").is_symlink():
+        (root / "alias.en").symlink_to(root / "train.en")
+    train, dev = other_split(kind, shared, spelling)
+    if kind == "local":
+        dev["paths"] = {lang: path.format(root=root) for lang, path in dev["paths"].items()}
+    config = copy.deepcopy(DEFAULT)
+    langs = ["en", "ptb"] if kind == "ptb" else ["en", "de"]
+    config["datasets"] = {"d": {"langs": langs, "root": str(root),
+                                "splits": {"train": train, "dev": dev}}}  # fmt: skip
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    if not shared:
+        planned(path)
+        return
+    with pytest.raises(InputError) as refused:
+        planned(path)
+    said = str(refused.value)
+    assert said.startswith("dataset 'd': its 'dev' split reads "), said
+    assert "which `train` reads too" in said and len(said.splitlines()) == 1
+
+
+@pytest.mark.parametrize("spelling", ["de.txt", "./de.txt", "sub/../de.txt", "link.txt"])
+def test_a_local_split_whose_two_sides_are_one_file_is_refused(tmp_path, spelling):
+    """Both sides one file (a path pasted twice): the model would learn to copy."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "de.txt").write_text("a\n")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "de.txt")
+    config = copy.deepcopy(DEFAULT)
+    split = {"source": "local", "paths": {"en": spelling, "de": "de.txt"}}
+    config["datasets"] = {"d": {"langs": ["en", "de"], "root": str(tmp_path),
+                                "splits": {"train": split}}}  # fmt: skip
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    with pytest.raises(InputError, match="`paths.en` and `paths.de` are one file") as refused:
+        planned(path)
+    assert "a model would learn to copy" in str(refused.value)

@@ -79,13 +79,17 @@ def validate(config: dict) -> None:
 def check_plan(config: dict) -> None:
     """What must hold once the config is valid: every experiment resolves (its dataset,
     splits, preset, seeds, decode settings), the report's baseline is one of them, every
-    dataset to prepare is defined, and no dataset mixes treebank splits with others."""
+    dataset to prepare is defined, no dataset mixes treebank splits with others, and no split
+    reads what its dataset trains on."""
     from aiayn.config.plan import Plan
+    from aiayn.config.plan.overlap import check_splits_apart
 
     plan = Plan(config)
     plan.runs.check()
     plan.data.check_prepare()
     plan.data.treebanks()
+    for name, dataset in config["datasets"].items():
+        check_splits_apart(name, dataset)
     check_heads_divide(config["complexity"])
 
 
