@@ -149,6 +149,10 @@ def test_what_yaml_1_1_would_misread_or_cannot_hold_is_refused(tmp_path, key, va
         (("complexity",), "{repeats: 10000}", "repeats: 10000 is greater than the maximum of 100"),
         (("study",), "toy\ndatasets: {toy: {splits: {train: {source: toy, size: 1000000000}}}}", "size: 1000000000 is greater than the maximum of 1000000"),
         (("study",), "toy\nreport: {bootstrap_resamples: 1000000000}", "bootstrap_resamples: 1000000000 is greater than the maximum of 10000"),
+        (("experiments", "tiny", "expected_step_seconds"), "1.0e+300", "expected_step_seconds: 1e+300 is greater than the maximum of 86400"),
+        (("experiments", "tiny", "processes"), "100000", "processes: 100000 is greater than the maximum of 64"),
+        (("experiments", "tiny", "nodes"), "100000", "nodes: 100000 is greater than the maximum of 4096"),
+        (("reproduction", "bleu"), "100", "reproduction.bleu: 100 is greater than or equal to the maximum of 100"),
     ],
 )  # fmt: skip
 def test_numbers_and_lists_past_what_reads_them_are_refused(tmp_path, key, value, refusal):
@@ -156,7 +160,9 @@ def test_numbers_and_lists_past_what_reads_them_are_refused(tmp_path, key, value
     generators (seeds from 0 to 2^32 - 1), dropout and smoothing below 1, sacreBLEU's resample
     table (10^9 x 500 indices asked for 3.6 TiB), Table 1's layers (heads that split d unevenly
     were a traceback; a kernel of 10^6 ran for hours), lists whose repeats would be measured twice
-    or read as all splits (`eval_splits: []`)."""
+    or read as all splits (`eval_splits: []`), a plan's bill (a step of 10^300 seconds printed
+    a 300-digit cost), more processes or machines than exist, and a tolerance as wide as the
+    scale (any rerun reproduced)."""
     path = tmp_path / "study.yaml"
     path.write_text(config_text(key, value), encoding="utf-8")
     with pytest.raises(InputError) as refused:
