@@ -7,6 +7,7 @@ every run); each counterexample it found is a named test below."""
 from __future__ import annotations
 
 import copy
+import math
 import re
 import resource
 from pathlib import Path
@@ -122,12 +123,14 @@ def test_any_value_at_any_config_key_is_taken_or_refused_naming_it(tmp_path, key
         (("complexity", "lengths"), "[16, 32, 2026-12-05]", "'2026-12-05' is text"),
         (("report",), "&loop {again: *loop}", "refers to a structure that holds it (a loop)"),
         (("experiments", "tiny", "overrides"), "[" * 5000 + "]" * 5000, "nests its settings too"),
+        (("experiments", "tiny", "train", "lr_scale"), "1.0e+400", "1.0e+400 is beyond what a number holds"),
+        (("experiments", "tiny", "overrides"), "{dropout: 1.0e-400}", "1.0e-400 is beyond what a number holds"),
     ],
 )  # fmt: skip
 def test_what_yaml_1_1_would_misread_or_cannot_hold_is_refused(tmp_path, key, value, refusal):
     path = tmp_path / "study.yaml"
     path.write_text(config_text(key, value), encoding="utf-8")
-    with pytest.raises(InputError, match=refusal.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(InputError, match=re.escape(refusal)):
         planned(path)
 
 
@@ -236,8 +239,11 @@ def test_the_advice_for_an_exponent_yaml_reads_as_text_gives_back_the_same_numbe
     from aiayn.config.yaml_text import ConfigLoader
 
     text = f"{mantissa}e{exponent}"
-    if not isinstance(yaml.load(text, Loader=ConfigLoader), str):  # noqa: S506 - a SafeLoader
-        return  # YAML reads it as a number (`1.5e-7`: a point and a sign): no advice needed
+    try:
+        if not isinstance(yaml.load(text, Loader=ConfigLoader), str):  # noqa: S506 - SafeLoader
+            return  # YAML reads it as a number (`1.5e-7`: a point and a sign): no advice needed
+    except InputError:  # a number past a float's range, refused where it is read
+        return
     advice = how_to_write_a_number(text, "a number")
     meant = float(text)
     if meant in (0.0, float("inf")):
@@ -324,3 +330,27 @@ def test_a_local_split_whose_two_sides_are_one_file_is_refused(tmp_path, spellin
     with pytest.raises(InputError, match="`paths.en` and `paths.de` are one file") as refused:
         planned(path)
     assert "a model would learn to copy" in str(refused.value)
+
+
+@given(
+    mantissa=st.from_regex(r"[-+]?[0-9]{1,3}\.[0-9]{0,4}", fullmatch=True),
+    exponent=st.integers(-420, 420),
+)
+@settings(max_examples=300, derandomize=True, deadline=None)
+def test_a_float_in_a_config_file_is_read_as_written_or_refused_at_its_line(mantissa, exponent):
+    """PyYAML reads `1.0e+400` as infinity and `1.0e-400` as 0: a number that is not what it
+    looks like. Every float a config file spells is read as exactly Python's reading of it, or
+    refused naming its line and why."""
+    from aiayn.config.yaml_text import load_yaml
+
+    text = f"{mantissa}e{exponent:+d}"
+    meant = float(text)
+    vanished = meant == 0 and re.search("[1-9]", mantissa)
+    try:
+        read = load_yaml(f"study: s\nvalue: {text}\n", "study.yaml")
+    except InputError as err:
+        assert math.isinf(meant) or vanished, (text, str(err))
+        assert str(err) == f"study.yaml, line 2: {text} is beyond what a number holds here " \
+            "(the largest about 1.8e+308, the smallest above 0 about 4.9e-324)"  # fmt: skip
+        return
+    assert read["value"] == meant and not vanished and math.isfinite(meant), text

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import yaml
 
-from aiayn.config.yaml_text import ConfigLoader
+from aiayn.config.yaml_text import BEYOND_A_FLOAT, ConfigLoader
 from aiayn.errors import InputError
 
 # Values in the config with every YAML alias expanded: the paper's whole study has about 2,000.
@@ -107,7 +107,8 @@ def check_finite(value, where: tuple = ()) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         raise InputError(
             f"config key {key_path(where)}: {value} is not a finite number (YAML reads .nan "
-            "and .inf as numbers): give a finite value, or leave the key out for its default"
+            "and .inf as numbers, and one past about 1.8e+308 as .inf): give a finite value, "
+            "or leave the key out for its default"
         )
     if isinstance(value, dict | list):
         for key, item in value.items() if isinstance(value, dict) else enumerate(value):
@@ -236,15 +237,14 @@ def how_to_write_a_number(text: str, wanted: str) -> str:
     else what YAML made of what was written (a leading zero, a time, a date, `1e5`)."""
     try:
         unquoted = yaml.load(text, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader
-    except yaml.YAMLError:
+    except (yaml.YAMLError, InputError):  # not YAML, or a number past a float's range
         unquoted = None
     if isinstance(unquoted, int | float) and not isinstance(unquoted, bool):
         return 'write it without quotes (in YAML, `key: 100`, not `key: "100"`)'
     if EXPONENT.fullmatch(text.strip()):
         number, mantissa = float(text), re.split("[eE]", text)[0]
         if math.isinf(number) or (number == 0 and re.search("[1-9]", mantissa)):
-            return (f"{text.strip()} is beyond what a number holds here (the largest about "
-                    "1.8e+308, the smallest above 0 about 4.9e-324)")  # fmt: skip
+            return f"{text.strip()} {BEYOND_A_FLOAT}"
         return ("YAML reads an exponent without a decimal point and a sign as text: write "
                 f"{yaml_number(number)}")  # fmt: skip
     example = "100" if wanted == "a whole number" else "0.5"

@@ -3,17 +3,23 @@
 PyYAML reads YAML 1.1, some of whose implicit types are not what they look like in a config: a
 base-60 number (`12:30:00` is 45000), an octal with a leading zero (`010` is 8), a date. Here they
 stay text, so the schema refuses them where a number is due, naming the key. A structure that
-holds itself through an alias, or nests deeper than Python can follow, is refused by name.
+holds itself through an alias, or nests deeper than Python can follow, is refused by name, and
+so is a number past what a float holds (`1.0e+400` would be infinity, `1.0e-400` zero).
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 import yaml
 
 from aiayn.errors import InputError
 
+BEYOND_A_FLOAT = (
+    "is beyond what a number holds here (the largest about 1.8e+308, the smallest above 0 "
+    "about 4.9e-324)"
+)
 # YAML 1.1's numbers less base 60 (`12:30:00`) and leading-zero octals (`010`)
 STRICT_NUMBERS = {
     "tag:yaml.org,2002:int": r"[-+]?0b[0-1_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+",
@@ -44,6 +50,20 @@ class ConfigLoader(yaml.SafeLoader):
 
     yaml_implicit_resolvers = strict_resolvers()
 
+    def construct_yaml_float(self, node) -> float:
+        """A float as written; refused where it is not: past what a float holds, PyYAML
+        reads `1.0e+400` as infinity and `1.0e-400` as 0."""
+        value = super().construct_yaml_float(node)
+        mantissa = re.split("[eE]", node.value)[0]
+        if (math.isinf(value) and "inf" not in node.value.lower()) or (
+            value == 0 and re.search("[1-9]", mantissa)
+        ):
+            raise InputError(f"line {node.start_mark.line + 1}: {node.value} {BEYOND_A_FLOAT}")
+        return value
+
+
+ConfigLoader.add_constructor("tag:yaml.org,2002:float", ConfigLoader.construct_yaml_float)
+
 
 def load_yaml(text: str, where: str):
     """`text` read with ConfigLoader; a structure that holds itself through an alias (`&a [*a]`)
@@ -52,6 +72,8 @@ def load_yaml(text: str, where: str):
         data = yaml.load(text, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader
     except RecursionError:
         raise InputError(f"{where} nests its settings too deeply to read: flatten it") from None
+    except InputError as error:  # a number past a float's range, at its line
+        raise InputError(f"{where}, {error}") from None
     check_no_loop(data, where)
     return data
 
