@@ -400,3 +400,24 @@ def test_fairseq_runs_are_planned_two_at_a_time_a_seeds_pair_together():
     only = fl.planned({"ours": kept(), "fairseq": kept(1)}, 3, ["fairseq"])
     assert only == [[(2, "fairseq"), (3, "fairseq")]]
     assert fl.planned({"ours": kept(1), "fairseq": kept(1)}, 1, ["ours", "fairseq"]) == []
+
+
+def test_a_toy_candidate_is_a_study_the_workflow_takes_without_a_test_split(tmp_path):
+    """bench/toy_candidates.py hands the workflow the candidate as a local dataset with the
+    default toy's sizes, seeds and BPE, and config.yaml's experiments decoding dev only: the
+    config loads as the Snakefile loads it, and no test split exists to look at."""
+    import toy_candidates
+
+    from aiayn.config.load import load_config
+
+    toy = toy_candidates.default_toy() | {"splits": {"train": {"size": 300, "seed": 1},
+                                                    "dev": {"size": 20, "seed": 2}}}  # fmt: skip
+    toy_candidates.write_corpus(tmp_path / "corpus", 1.0, toy)
+    assert sorted(p.name for p in (tmp_path / "corpus").iterdir()) == [
+        "dev.de", "dev.en", "train.de", "train.en"]  # fmt: skip
+    assert len((tmp_path / "corpus/dev.en").read_text().splitlines()) == 20
+    path = toy_candidates.candidate_config(tmp_path, tmp_path / "corpus", ["tiny"], seeds=2)
+    config = load_config(PROJECT, [path])
+    assert sorted(config["datasets"]["toy_candidate"]["splits"]) == ["dev", "train"]
+    assert config["experiments"]["tiny"]["eval_splits"] == ["dev"]
+    assert toy_candidates.run_names(["tiny"], 2) == ["tiny", "tiny.seed2"]
