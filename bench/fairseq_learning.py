@@ -427,6 +427,7 @@ def measure(record: dict, together: list[tuple[int, str]], now: dict, setup: tup
         record["runs"][side].append({"seed": seed, **curves[side](seed), "commit": record["commit"],
                                      "peak_rss_gib": round(peaks[seed, side], 3),
                                      "beside": beside((seed, side), together),
+                                     "device": record["device"],
                                      "provenance": now[side]})  # fmt: skip
         record["runs"][side].sort(key=lambda run: run["seed"])
     if all(record["runs"][side] for side in SIDES):
