@@ -10,27 +10,9 @@ the nominative, are left out: the toy declines by article and ending only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import benchlib  # noqa: F401  (src/ importable)
 
-
-@dataclass(frozen=True)
-class Noun:
-    en: str
-    en_plural: str
-    de: str
-    de_plural: str
-    gender: str  # "m", "f" or "n"
-    person: bool = False  # English uses he/she for persons, "it" for everything else
-
-
-@dataclass(frozen=True)
-class Verb:
-    en_3sg: str
-    en_base: str
-    en_participle: str
-    de_3sg: str
-    de_3pl: str
-    de_participle: str
+from aiayn.data.toy import Noun, Verb
 
 
 def nouns(table: str, person: bool = False) -> list[Noun]:
