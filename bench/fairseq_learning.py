@@ -11,7 +11,7 @@ never a dependency of ours; docs/benchmarks.md says how to make one.
 
     snakemake --cores all --configfile configs/multi30k.yaml --directory W --until binarize \\
         --config 'datasets={multi30k: {root: PATH/raw_gz}}'
-    python bench/fairseq_learning.py --work W --fairseq-python VENV/bin/python --seeds 3
+    python bench/fairseq_learning.py --work W --fairseq-python VENV/bin/python --seeds 5 --resume
 """
 
 from __future__ import annotations
@@ -360,7 +360,7 @@ def main() -> None:
         help="the Python of an environment with fairseq (docs/benchmarks.md)",
     )
     parser.add_argument("--data-root", help="Multi30k's raw files, when not the config's URL")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--every", type=int, default=250, help="steps between dev evaluations")
     parser.add_argument("--fairseq-max-tokens", type=int, default=3300,
