@@ -354,3 +354,36 @@ def test_a_float_in_a_config_file_is_read_as_written_or_refused_at_its_line(mant
             "(the largest about 1.8e+308, the smallest above 0 about 4.9e-324)"  # fmt: skip
         return
     assert read["value"] == meant and not vanished and math.isfinite(meant), text
+
+
+@pytest.mark.parametrize(
+    ("test_split", "eval_splits", "refusal"),
+    [
+        ({"source": "toy", "size": 500, "seed": 3, "partition": "dev"}, None,
+         "experiment 'tiny': its evaluation split 'test' reads the toy's 'dev' partition, which its dev split 'dev' reads too"),
+        ({"source": "toy", "size": 500, "seed": 3}, ["dev", "test"], None),
+        ({"source": "toy", "size": 500, "seed": 3, "partition": "dev"}, ["dev"], None),
+    ],
+)  # fmt: skip
+def test_an_evaluation_split_that_reads_the_dev_data_is_refused(
+    tmp_path, test_split, eval_splits, refusal
+):
+    """A test split that reads what an experiment tunes on under another name (here the toy's
+    dev partition again, with another seed) would score what was chosen on dev as if unseen:
+    refused naming the experiment and both splits. Scoring the dev split itself by its name is
+    a dev score, taken; so is a shared split left out of `eval_splits`."""
+    config = copy.deepcopy(DEFAULT)
+    toy = yaml.safe_load((PROJECT / "configs/data/toy.yaml").read_text())["datasets"]["toy"]
+    toy["splits"]["test"] = test_split
+    config["datasets"] = {"toy": toy}
+    config["include"] = []
+    if eval_splits is not None:
+        for experiment in config["experiments"].values():
+            experiment["eval_splits"] = eval_splits
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    if refusal is None:
+        planned(path)
+        return
+    with pytest.raises(InputError, match=re.escape(refusal)):
+        planned(path)

@@ -79,10 +79,10 @@ def validate(config: dict) -> None:
 def check_plan(config: dict) -> None:
     """What must hold once the config is valid: every experiment resolves (its dataset,
     splits, preset, seeds, decode settings), the report's baseline is one of them, every
-    dataset to prepare is defined, no dataset mixes treebank splits with others, and no split
-    reads what its dataset trains on."""
+    dataset to prepare is defined, no dataset mixes treebank splits with others, no split
+    reads what its dataset trains on, and no evaluation split what its experiment tunes on."""
     from aiayn.config.plan import Plan
-    from aiayn.config.plan.overlap import check_splits_apart
+    from aiayn.config.plan.overlap import check_splits_apart, check_tuned_apart
 
     plan = Plan(config)
     plan.runs.check()
@@ -90,6 +90,10 @@ def check_plan(config: dict) -> None:
     plan.data.treebanks()
     for name, dataset in config["datasets"].items():
         check_splits_apart(name, dataset)
+    for name in plan.runs.groups():
+        dataset = config["datasets"][plan.runs.dataset(name)]
+        evaluated = plan.runs.evaluation(name)["eval_splits"]
+        check_tuned_apart(name, dataset, plan.runs.dev_split(name), evaluated)
     check_heads_divide(config["complexity"])
 
 

@@ -23,7 +23,7 @@ def check_splits_apart(name: str, dataset: dict) -> None:
     if train is None:
         return
     for split, spec in dataset["splits"].items():
-        shared = split != "train" and shared_data(train, spec, split, root)
+        shared = split != "train" and shared_data(("train", train), (split, spec), root)
         if shared:
             raise InputError(
                 f"dataset {name!r}: its {split!r} split reads {shared}, which `train` reads "
@@ -42,23 +42,24 @@ def check_sides_apart(name: str, split: str, spec: dict, langs: list, root: str 
         )
 
 
-def shared_data(train: dict, other: dict, split: str, root: str | None) -> str | None:
-    """What split `split` (`other`) reads that `train` reads too, in words; None: nothing."""
-    if train["source"] != other["source"]:
+def shared_data(first: tuple[str, dict], second: tuple[str, dict], root: str | None) -> str | None:
+    """What two splits ((name, entry) each) both read, in words; None: nothing."""
+    (first_name, one), (second_name, other) = first, second
+    if one["source"] != other["source"]:
         return None
-    source = train["source"]
+    source = one["source"]
     if source == "local":
-        files = {local_file(path, root): path for path in train["paths"].values()}
+        files = {local_file(path, root) for path in one["paths"].values()}
         same = [path for path in other["paths"].values() if local_file(path, root) in files]
         return f"the file {same[0]}" if same else None
     if source == "toy":  # a partition's sentences, whatever the seed
-        partition = other.get("partition") or split
-        same = (train.get("partition") or "train") == partition
+        partition = other.get("partition") or second_name
+        same = (one.get("partition") or first_name) == partition
         return f"the toy's {partition!r} partition" if same else None
     if source == "ptb":
-        return shared_documents(train, other, root)
+        return shared_documents(one, other, root)
     keys = {"hf": ("path", "name", "split", "data_files"), "sacrebleu": ("test_set", "langpair")}
-    if all(train.get(key) == other.get(key) for key in keys[source]):
+    if all(one.get(key) == other.get(key) for key in keys[source]):
         return f"the same {source} data ({', '.join(str(other.get(k)) for k in keys[source])})"
     return None
 
@@ -96,3 +97,18 @@ def document_range(spec: dict) -> tuple[int, int]:
         documents = parse_range(spec["documents"], 4, "documents")
         first, last = max(first, documents[0]), min(last, documents[1])
     return first, last
+
+
+def check_tuned_apart(experiment: str, dataset: dict, dev: str, evaluated: list[str]) -> None:
+    """Refuse an evaluation split that reads what the experiment's dev split reads under
+    another name: the checkpoints and settings chosen on dev would be scored on the same data
+    as if it were unseen. (Scoring the dev split itself, by its name, is a dev score.)"""
+    splits, root = dataset["splits"], dataset.get("root")
+    for split in evaluated:
+        shared = split != dev and shared_data((dev, splits[dev]), (split, splits[split]), root)
+        if shared:
+            raise InputError(
+                f"experiment {experiment!r}: its evaluation split {split!r} reads {shared}, "
+                f"which its dev split {dev!r} reads too: what is chosen on dev would be scored "
+                f"as if unseen. Give {split!r} data of its own, or take it out of `eval_splits`"
+            )
