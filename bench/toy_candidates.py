@@ -31,14 +31,18 @@ SPLITS = ("train", "dev")
 
 
 def write_corpus(folder: Path, zipf: float, toy: dict) -> None:
-    """The candidate's train and dev, with the default toy's sizes and seeds, as text files."""
+    """The candidate's train and dev, with the default toy's sizes and seeds, as text files;
+    one already holding its text is not written again (its time would retrain every run, where
+    more `--seeds` should train only the new ones)."""
     folder.mkdir(parents=True, exist_ok=True)
     for split in SPLITS:
         spec = toy["splits"][split]
         pairs = list(harder_toy.generate(spec["size"], spec["seed"], split, zipf=zipf))
         for side, lang in enumerate(LANGS):
             text = "".join(pair[side] + "\n" for pair in pairs)
-            (folder / f"{split}.{lang}").write_text(text, encoding="utf-8")
+            path = folder / f"{split}.{lang}"
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                path.write_text(text, encoding="utf-8")  # the same text left alone: no rerun
 
 
 def candidate_config(folder: Path, corpus: Path, experiments: list[str], seeds: int) -> Path:

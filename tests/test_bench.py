@@ -416,6 +416,9 @@ def test_a_toy_candidate_is_a_study_the_workflow_takes_without_a_test_split(tmp_
     assert sorted(p.name for p in (tmp_path / "corpus").iterdir()) == [
         "dev.de", "dev.en", "train.de", "train.en"]  # fmt: skip
     assert len((tmp_path / "corpus/dev.en").read_text().splitlines()) == 20
+    written = (tmp_path / "corpus/train.de").stat().st_mtime_ns
+    toy_candidates.write_corpus(tmp_path / "corpus", 1.0, toy)  # again: nothing to rewrite
+    assert (tmp_path / "corpus/train.de").stat().st_mtime_ns == written
     path = toy_candidates.candidate_config(tmp_path, tmp_path / "corpus", ["tiny"], seeds=2)
     config = load_config(PROJECT, [path])
     assert sorted(config["datasets"]["toy_candidate"]["splits"]) == ["dev", "train"]
