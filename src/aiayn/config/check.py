@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import yaml
 
-from aiayn.config.yaml_text import BEYOND_A_FLOAT, ConfigLoader
+from aiayn.config.yaml_text import BEYOND_A_FLOAT, ConfigLoader, past_a_float
 from aiayn.errors import InputError
 
 # Values in the config with every YAML alias expanded: the paper's whole study has about 2,000.
@@ -242,8 +242,8 @@ def how_to_write_a_number(text: str, wanted: str) -> str:
     if isinstance(unquoted, int | float) and not isinstance(unquoted, bool):
         return 'write it without quotes (in YAML, `key: 100`, not `key: "100"`)'
     if EXPONENT.fullmatch(text.strip()):
-        number, mantissa = float(text), re.split("[eE]", text)[0]
-        if math.isinf(number) or (number == 0 and re.search("[1-9]", mantissa)):
+        number = float(text)
+        if past_a_float(text, number):
             return f"{text.strip()} {BEYOND_A_FLOAT}"
         return ("YAML reads an exponent without a decimal point and a sign as text: write "
                 f"{yaml_number(number)}")  # fmt: skip

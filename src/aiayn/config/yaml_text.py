@@ -20,6 +20,17 @@ BEYOND_A_FLOAT = (
     "is beyond what a number holds here (the largest about 1.8e+308, the smallest above 0 "
     "about 4.9e-324)"
 )
+
+
+def past_a_float(text: str, value: float) -> bool:
+    """Whether `value`, read from `text`, lost what the text says: infinity from digits that
+    are not `inf`, or 0 from a number that is not zero."""
+    mantissa = re.split("[eE]", text)[0]
+    return (math.isinf(value) and "inf" not in text.lower()) or (
+        value == 0 and re.search("[1-9]", mantissa) is not None
+    )
+
+
 # YAML 1.1's numbers less base 60 (`12:30:00`) and leading-zero octals (`010`)
 STRICT_NUMBERS = {
     "tag:yaml.org,2002:int": r"[-+]?0b[0-1_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+",
@@ -54,10 +65,7 @@ class ConfigLoader(yaml.SafeLoader):
         """A float as written; refused where it is not: past what a float holds, PyYAML
         reads `1.0e+400` as infinity and `1.0e-400` as 0."""
         value = super().construct_yaml_float(node)
-        mantissa = re.split("[eE]", node.value)[0]
-        if (math.isinf(value) and "inf" not in node.value.lower()) or (
-            value == 0 and re.search("[1-9]", mantissa)
-        ):
+        if past_a_float(node.value, value):
             raise InputError(f"line {node.start_mark.line + 1}: {node.value} {BEYOND_A_FLOAT}")
         return value
 

@@ -72,15 +72,14 @@ def local_file(path: str, root: str | None) -> str:
     return location if is_url(location) else os.path.realpath(location)
 
 
-def shared_documents(train: dict, other: dict, root: str | None) -> str | None:
+def shared_documents(one: dict, other: dict, root: str | None) -> str | None:
     """Treebank documents both splits select from the same folder, as a range."""
     from aiayn.parsing.treebank import treebank_folder
 
-    if os.path.realpath(treebank_folder(train, root)) != os.path.realpath(
-        treebank_folder(other, root)
-    ):
+    folders = {os.path.realpath(treebank_folder(spec, root)) for spec in (one, other)}
+    if len(folders) > 1:
         return None
-    (first, last), (other_first, other_last) = document_range(train), document_range(other)
+    (first, last), (other_first, other_last) = document_range(one), document_range(other)
     low, high = max(first, other_first), min(last, other_last)
     return f"documents {low:04d}-{high:04d}" if low <= high else None
 
