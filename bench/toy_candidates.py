@@ -71,8 +71,10 @@ def default_toy() -> dict:
 
 
 def run_names(experiments: list[str], seeds: int) -> list[str]:
-    return [name if seed == 1 else f"{name}.seed{seed}" for name in experiments
-            for seed in range(1, seeds + 1)]  # fmt: skip
+    """The workflow's run names of each experiment's seeds."""
+    from aiayn.config.plan.runs import seed_runs
+
+    return list(seed_runs({name: {"seeds": seeds} for name in experiments}))
 
 
 def train_and_score(folder: Path, config: Path, runs: list[str]) -> float:
@@ -122,21 +124,19 @@ def main() -> None:
     parser.add_argument("--experiments", nargs="+", default=list(EXPERIMENTS))
     parser.add_argument("--seeds", type=int, default=1)
     args = parser.parse_args()
-    toy = yaml.safe_load((benchlib.PROJECT / "configs/data/toy.yaml").read_text())["datasets"][
-        "toy"
-    ]
+    toy = default_toy()
     record = benchlib.header("toy_candidates") | {"candidates": []}
     for zipf in args.zipf:
         folder = args.work.resolve() / f"zipf{zipf}"
         write_corpus(folder / "corpus", zipf, toy)
         config = candidate_config(folder, folder / "corpus", args.experiments, args.seeds)
-        runs = run_names(args.experiments, args.seeds)
-        seconds = train_and_score(folder, config, runs)
+        names = run_names(args.experiments, args.seeds)
+        seconds = train_and_score(folder, config, names)
         facts = corpus_facts(folder / "corpus") | {
             "copy_source_dev_sacrebleu": copy_baseline(folder / "corpus"),
             "seconds": round(seconds),
         }
-        runs = {run: figures(folder, run) for run in runs}
+        runs = {run: figures(folder, run) for run in names}
         record["candidates"].append({"zipf": zipf, **facts, "runs": runs})
         print(json.dumps(record["candidates"][-1], indent=1))
     benchlib.finish(record, args)
