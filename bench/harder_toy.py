@@ -26,7 +26,6 @@ import functools
 import itertools
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 import benchlib  # noqa: F401  (src/ importable)
 from toy_lexicon import (
@@ -82,14 +81,8 @@ RELATIVE = {  # the relative pronoun takes its head's gender and number, and its
 }
 
 
-@dataclass(frozen=True)
-class Phrase:
-    """A noun phrase rendered in both languages, with what agreement needs to know."""
-
-    en: str
-    de: str
-    gender: str
-    plural: bool
+class Phrase(toy.Phrase):
+    """The toy's noun phrase, with the key its articles' tables take (p: plural)."""
 
     @property
     def agreement(self) -> str:
