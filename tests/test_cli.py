@@ -171,10 +171,9 @@ def test_bad_translate_arguments_are_refused_before_any_work(project, capsys, tm
     if not torch.cuda.is_available():
         error = translate(project, capsys, "-e", "tiny", "--device", "cuda")
         assert "--device cuda: this machine has 0 CUDA device(s); use --device cpu" in error
-    error = translate(project, capsys, "-e", "tiny", "--alpha", "nan")
-    assert "decode.alpha must be a finite number, 0 or more, not nan" in error
-    error = translate(project, capsys, "-e", "tiny", "--alpha", "-0.5")
-    assert "decode.alpha must be a finite number, 0 or more, not -0.5" in error
+    for alpha in ("nan", "-0.5", "1e308"):
+        error = translate(project, capsys, "-e", "tiny", "--alpha", alpha)
+        assert f"decode.alpha must be a number from 0 to 10, not {float(alpha)}" in error
 
 
 def test_a_parser_is_refused_by_translate_with_the_workflow_command(project, capsys):
@@ -186,6 +185,22 @@ def test_a_parser_is_refused_by_translate_with_the_workflow_command(project, cap
     assert "runs/parser_sample/decode/averaged/test.trees" in error
 
 
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(threads=st.one_of(st.integers(-(2**70), 2**70), st.text(max_size=8)))
+def test_lengths_takes_threads_from_one_to_the_machines_cpus(capsys, threads):
+    """torch refused 0 or fewer threads with a traceback, and 10^5 crashed the process."""
+    command = ["lengths", "-e", "tiny", "--threads", str(threads)]
+    if isinstance(threads, int) and 1 <= threads <= os.cpu_count():
+        assert parser().parse_args(command).threads == threads
+        return
+    with pytest.raises(SystemExit) as refused:
+        parser().parse_args(command)
+    assert refused.value.code == 2
+    assert f"give a whole number from 1 to {os.cpu_count()}" in capsys.readouterr().err
+
+
 def test_lengths_names_what_is_missing_before_any_work(project, capsys):
     """`aiayn lengths` needs a trained experiment and a split the workflow binarized: each gap
     is one line that says what to run."""
@@ -195,8 +210,9 @@ def test_lengths_names_what_is_missing_before_any_work(project, capsys):
         return capsys.readouterr().err
 
     assert "experiment 'tiny' has no averaged model yet" in lengths()
-    assert "--alphas: nan is not a finite length penalty" in lengths("--alphas", "1", "nan")
-    assert "--alphas: -1.0 is not a finite length penalty, 0 or more" in lengths("--alphas", "-1")
+    for alpha in ("nan", "-1", "1e308"):
+        error = lengths("--alphas", "1", alpha)
+        assert f"--alphas: each must be a number from 0 to 10, not {float(alpha)}" in error
     made = [project / "runs/tiny/averaged.safetensors", project / "data/toy/spm/bpe.model"]
     made[0].parent.mkdir(parents=True, exist_ok=True)
     made[0].touch()

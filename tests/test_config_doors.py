@@ -145,6 +145,8 @@ def test_what_yaml_1_1_would_misread_or_cannot_hold_is_refused(tmp_path, key, va
         (("experiments", "tiny", "eval_splits"), "[]", "eval_splits: [] should be non-empty"),
         (("experiments", "tiny", "eval_splits"), "[test, test]", "has non-unique elements"),
         (("experiments", "tiny", "decode"), "{alpha: -1}", "alpha: -1 is less than the minimum of 0"),
+        (("experiments", "tiny", "decode"), "{alpha: 1.0e+308}", "alpha: 1e+308 is greater than the maximum of 10"),
+        (("experiments", "tiny", "train", "dev_bleu_alpha"), "11", "dev_bleu_alpha: 11 is greater than the maximum of 10"),
         (("complexity", "lengths"), "[16, 16, 32]", "complexity.lengths: [16, 16, 32] has non-unique"),
         (("complexity", "heads"), "3", "complexity.heads 3 does not divide 64, 32, 128, 256 (d and"),
         (("complexity", "r"), "1000000", "complexity.r: 1000000 is greater than the maximum of 4096"),

@@ -104,7 +104,9 @@ def parser() -> argparse.ArgumentParser:
     lengths.add_argument("--split", help="which split (default: the experiment's dev split)")
     lengths.add_argument("--alpha", type=float, help="length penalty (default: the experiment's)")
     lengths.add_argument("--alphas", type=float, nargs="+", help="the sweep's (0.6 to 2.0)")
-    lengths.add_argument("--threads", type=int, help="torch's CPU threads (default: torch's)")
+    lengths.add_argument(
+        "--threads", type=cpu_threads, help="torch's CPU threads (default: torch's)"
+    )
     lengths.add_argument("--output", "-o", type=Path, help="where to write (default: stdout)")
     export = experiment_command(
         commands,
@@ -141,6 +143,19 @@ def add_config_arguments(command: argparse.ArgumentParser) -> None:
         help="the study's config files, as given to snakemake (default: config.yaml)",
     )
     command.add_argument("--workdir", type=folder, default=Path("."), help="the workflow's folder")
+
+
+def cpu_threads(text: str) -> int:
+    """--threads: from 1 to this machine's CPUs (torch refuses fewer, and crashes far past)."""
+    most = os.cpu_count() or 1
+    try:
+        threads = int(text)
+    except ValueError:
+        threads = None
+    if threads is None or not 1 <= threads <= most:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number from 1 to {most}, "
+                                         "this machine's CPUs")  # fmt: skip
+    return threads
 
 
 RECEIVED: list[signal.Signals] = []  # the stop signals this process was sent
@@ -278,26 +293,28 @@ def open_descriptor(path: Path) -> int | None:
 def run_lengths(args: argparse.Namespace) -> int:
     import datetime
     import json
-    import math
 
     import torch
 
     from aiayn.config import paths
     from aiayn.decode.lengths import ALPHAS, Split, measure, split_files
+    from aiayn.decode.settings import check_alpha
     from aiayn.flops import device_name
     from aiayn.report.run_record import commit_of
 
     check_output(args.output)
     for alpha in args.alphas or ():
-        if not (math.isfinite(alpha) and alpha >= 0):
-            raise InputError(f"--alphas: {alpha} is not a finite length penalty, 0 or more")
+        try:
+            check_alpha(alpha, "--alphas: each")
+        except ValueError as err:
+            raise InputError(str(err)) from None
     found = locate(args)
     split = args.split or found.entry["dev_split"]
     if split not in found.dataset["splits"]:
         known = ", ".join(found.dataset["splits"])
         raise InputError(f"--split {split}: dataset {found.entry['dataset']} has no such split "
                          f"(it has {known})")  # fmt: skip
-    if args.threads:
+    if args.threads is not None:
         torch.set_num_threads(args.threads)
     files = split_files(args.workdir, found.entry, found.dataset, split)
     if not Path(files["source"] + ".bin").is_file() or not files["reference"].is_file():

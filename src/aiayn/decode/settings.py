@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from aiayn.config.schema import defaults
+from aiayn.config.schema import defaults, section_properties
 
 DEFAULTS = defaults("decode")  # schemas/config.schema.yaml
+MAX_ALPHA = section_properties("decode")["alpha"]["maximum"]
 # How the decoder keeps the self-attention keys/values of earlier positions
 # (aiayn.decode.incremental): moved to each hypothesis's new row at every step, or left where
 # computed (an ancestry table).
@@ -42,9 +43,7 @@ class DecodeSettings:
                 f"decode.constrain must be none, trees or lexicon, not {self.constrain!r}"
             )
         check_decoder(self.cache, self.compile)
-        # NaN or inf: every output would run to the limit; below 0, the shorter the better
-        if not (math.isfinite(self.alpha) and self.alpha >= 0):
-            raise ValueError(f"decode.alpha must be a finite number, 0 or more, not {self.alpha}")
+        check_alpha(self.alpha, "decode.alpha")
         for name in ("beam", "batch_tokens", "max_source_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"decode.{name} must be >= 1, not {getattr(self, name)}")
@@ -57,6 +56,13 @@ class DecodeSettings:
     @property
     def beam_size(self) -> int:
         return 1 if self.search == "greedy" else self.beam
+
+
+def check_alpha(alpha: float, name: str) -> None:
+    """A length penalty: NaN or inf would run every output to the limit, below 0 the shorter
+    the better, and past MAX_ALPHA a long output's penalty overflows a float."""
+    if not (math.isfinite(alpha) and 0 <= alpha <= MAX_ALPHA):
+        raise ValueError(f"{name} must be a number from 0 to {MAX_ALPHA:g}, not {alpha}")
 
 
 def check_decoder(cache: str, compile: bool) -> None:
