@@ -457,3 +457,7 @@ def test_dev_bleu_scores_the_models_own_translations_as_sacrebleu_does(tmp_path)
     # chrF, not BLEU: a random model's lines may be one word each, with no 4-gram to match
     assert own["dev_chrf"] == 100.0
     assert own["dev_bleu"] == round(sacrebleu.corpus_bleu(lines, [lines]).score, 2)
+    wide = {**spec, "decode": {**decode, "beam": 2**40}}  # past any machine's memory
+    with pytest.raises(InputError) as refused:
+        DevTranslator(wide, dev).measure(model)
+    assert "lower train.dev_bleu_beam (the paper's beam is 4)" in str(refused.value)

@@ -42,7 +42,9 @@ class DevTranslator:
         was_training = model.training
         model.eval()
         try:
-            hypotheses, _ = translate(model, self.sources, self.settings, desc="dev BLEU")
+            hypotheses, _ = translate(
+                model, self.sources, self.settings, desc="dev BLEU", beam_key="train.dev_bleu_beam"
+            )
         finally:
             model.train(was_training)
         lines = detokenized(self.processor, hypotheses)

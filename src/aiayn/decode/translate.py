@@ -154,19 +154,24 @@ def autocast(device: torch.device):
 
 
 @contextlib.contextmanager
-def memory_told(desc: str, settings: DecodeSettings, device: torch.device):
-    """A search that runs out of memory says so with its settings and the way out, instead of
-    torch's allocator traceback."""
+def memory_told(desc: str, settings: DecodeSettings, device: torch.device, beam_key: str):
+    """A search that runs out of memory says so with its settings and the way out (the key
+    that set its beam), instead of torch's allocator traceback."""
     try:
         yield
     except (RuntimeError, MemoryError) as err:
         if not out_of_memory(err):
             raise
+        way_out = (
+            "lower decode.beam (the paper's is 4) or decode.batch_tokens; `aiayn translate` "
+            "takes --beam and --batch-tokens"
+            if beam_key == "decode.beam"
+            else f"lower {beam_key} (the paper's beam is 4)"
+        )
         raise InputError(
             f"{desc}: decoding ran out of memory on the {device} with beam {settings.beam} and "
             f"batch_tokens {settings.batch_tokens} (each step scores batch x beam x vocabulary "
-            "candidates): lower decode.beam (the paper's is 4) or decode.batch_tokens; "
-            "`aiayn translate` takes --beam and --batch-tokens"
+            f"candidates): {way_out}"
         ) from None
 
 
@@ -178,11 +183,13 @@ def translate(
     desc: str = "decode",
     drop_every: int | None = None,
     constraint: Callable | None = None,
+    beam_key: str = "decode.beam",
 ) -> tuple[list[Hypothesis], dict]:
     """Best hypothesis per source sentence (token ids without EOS), in input order, and timings.
     drop_every: see beam_search (the default suits the device). constraint: the task's search
     constraint for `decode.constrain` (a function wrapping the step model, as a parser's
-    aiayn.parsing.constrained.search_constraint gives); translation has none."""
+    aiayn.parsing.constrained.search_constraint gives); translation has none. beam_key: the
+    config key that set the beam, which a search out of memory names."""
     device = next(model.parameters()).device
     sentences = cut_to_limit(sentences, settings.max_source_tokens, desc, constraint is not None)
     lengths = np.array([len(s) for s in sentences])
@@ -203,7 +210,7 @@ def translate(
         stepper = constraint(stepper)
     results: list[Hypothesis | None] = [None] * len(sentences)
     start = time.perf_counter()
-    told = memory_told(desc, settings, device)
+    told = memory_told(desc, settings, device, beam_key)
     with (
         told,
         progress(total=len(sentences), desc=desc, unit=" sentences") as bar,

@@ -66,6 +66,7 @@ class DevParser:
                 self.settings,
                 desc="dev parse",
                 constraint=self.constraint,
+                beam_key="train.dev_parse_beam",
             )
         finally:
             model.train(was_training)
