@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from aiayn.errors import InputError
 from aiayn.prepare.binarize import IndexedDataset, binarize_file, write_indexed
@@ -53,6 +58,40 @@ def test_damaged_files_are_reported(tmp_path):
         IndexedDataset(tmp_path / "x")
     with pytest.raises(InputError, match="missing"):
         IndexedDataset(tmp_path / "nothing")
+
+
+@given(
+    damaged=st.sampled_from(["x.idx", "x.bin"]),
+    how=st.sampled_from(["cut", "append", "overwrite"]),
+    at=st.integers(0, 400),
+    noise=st.binary(min_size=1, max_size=16),
+)
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+def test_a_damaged_split_is_refused_with_the_way_out_or_reads_whole(tmp_path, damaged, how, at,
+                                                                    noise):  # fmt: skip
+    """Cut at any byte, grown, or overwritten anywhere: the split is refused naming the file
+    and the way out, or it still reads as a whole split (offsets rising from 0 to the data's
+    end: every sentence inside it). Overwritten offsets that kept the size were read as they
+    were, and sentences sliced out of order."""
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    write_indexed(folder / "x", SENTENCES * 20, vocab_size=100)
+    path = folder / damaged
+    data = path.read_bytes()
+    at = min(at, len(data) - 1)
+    data = {"cut": data[:at], "append": data + noise,
+            "overwrite": data[:at] + noise + data[at + len(noise):]}[how][: len(data) + 16]  # fmt: skip
+    path.write_bytes(data)
+    try:
+        dataset = IndexedDataset(folder / "x")
+    except InputError as err:
+        assert str(err).startswith(str(path)) or str(folder / "x") in str(err), err
+        assert "(rule binarize writes them again)" in str(err)
+        return
+    offsets = np.asarray(dataset.offsets)
+    assert offsets[0] == 0 and (np.diff(offsets) >= 0).all()
+    assert offsets[-1] * dataset.dtype.itemsize == (folder / "x.bin").stat().st_size
+    assert sum(len(dataset[i]) for i in range(len(dataset))) == offsets[-1]
 
 
 def test_ids_outside_the_vocabulary_in_a_damaged_file_are_found_naming_file_and_sentence(

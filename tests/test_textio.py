@@ -126,6 +126,39 @@ def test_a_file_size_limit_is_refused_as_a_full_disk_is(tmp_path):
     assert path.read_bytes() == b"old" and sorted(tmp_path.iterdir()) == sorted([path, log])
 
 
+@pytest.mark.parametrize("misplaced", ["folder", "file in the path", "link loop"])
+def test_a_stage_reading_through_something_misplaced_says_so_in_one_line(tmp_path, misplaced):
+    """A folder where a stage's input file belongs (the train stage hashing a binarized split
+    whose .idx was a folder: an IsADirectoryError traceback), a file where its path needs a
+    folder, a link that leads to itself: the stage's one-line refusal naming the path and the
+    way out, exit 1, no traceback."""
+    data = tmp_path / "data"
+    if misplaced == "folder":
+        (data / "train.idx").mkdir(parents=True)
+        path = data / "train.idx"
+    elif misplaced == "file in the path":
+        data.write_text("a file")
+        path = data / "train.idx"
+    else:
+        data.mkdir()
+        path = data / "train.idx"
+        path.symlink_to(path)
+    script = (
+        "import sys\n"
+        "from aiayn.logs import run_stage\n"
+        "from aiayn.textio import file_sha256\n"
+        "run_stage(lambda: file_sha256(sys.argv[1]), sys.argv[2])\n"
+    )
+    log = tmp_path / "stage.log"
+    result = subprocess.run([sys.executable, "-c", script, str(path), str(log)],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    told = log.read_text()
+    said = {"folder": "is a folder where a file belongs", "link loop": "is a link that leads back to itself",
+            "file in the path": "runs through a file where a folder belongs"}[misplaced]  # fmt: skip
+    assert f"{path} {said}: move it away" in told and told.count("\n") == 1
+
+
 def test_a_stage_whose_allocation_is_refused_says_so_in_one_line(tmp_path):
     """sacreBLEU's bootstrap asked for a (10^9 resamples x 200 sentences) index table inside
     a stage (a numpy MemoryError, 1.5 TB): the stage's one-line refusal and exit 1, no

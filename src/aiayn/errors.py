@@ -8,6 +8,12 @@ import os
 
 FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # a full disk or quota, a file size limit
 DENIED = {errno.EROFS, errno.EACCES, errno.EPERM}  # a read-only file system, another's folder
+# Something else where a path expects a file or a folder
+MISPLACED = {
+    errno.EISDIR: "is a folder where a file belongs",
+    errno.ENOTDIR: "runs through a file where a folder belongs",
+    errno.ELOOP: "is a link that leads back to itself",
+}
 WHOLE = "Outputs are written under a temporary name and renamed when whole: none is half-written"
 
 
@@ -21,14 +27,19 @@ class StorageError(InputError):
 
 
 def storage_refusal(err: OSError) -> str | None:
-    """One line for an error of the storage (a full disk, a folder not yours): the file, why,
-    and what to do; None for any other error, which keeps its traceback (a bug's)."""
+    """One line for an error of the storage (a full disk, a folder not yours, a folder where a
+    file belongs): the file, why, and what to do; None for any other error, which keeps its
+    traceback (a bug's)."""
     folder = os.path.dirname(os.path.abspath(err.filename)) if err.filename else "."
     if err.errno in FULL:
         return (f"{err.filename or 'a file'} could not be written ({err.strerror}). The disk, "
                 f"your quota or the file size limit (`ulimit -f`) is reached there: free space "
                 f"(`df -h {folder}`) or work on a bigger disk, then run the same command "
                 f"again. {WHOLE}.")  # fmt: skip
+    if err.errno in MISPLACED and err.filename:
+        return (f"{err.filename} {MISPLACED[err.errno]}: move it away (what the workflow made "
+                "there, its rule makes again), then run the same command again. "
+                f"{WHOLE}.")  # fmt: skip
     if err.errno in DENIED:
         return (f"{err.filename or 'a file'} could not be written or read ({err.strerror}): "
                 f"make it and {folder} yours or writable for you (`ls -ld {folder}` shows "

@@ -83,6 +83,12 @@ def write_indexed(
     }
 
 
+REBINARIZE = (
+    "Delete {prefix}.bin and {prefix}.idx and run the same command again (rule binarize writes "
+    "them again)"
+)
+
+
 class IndexedDataset:
     """Random access to binarized sentences: `len`, `ds[i]` (a read-only id array), `lengths`."""
 
@@ -95,23 +101,29 @@ class IndexedDataset:
         with open(idx_path, "rb") as handle:
             header = handle.read(HEADER.size)
         if len(header) < HEADER.size:
-            raise InputError(f"{idx_path}: truncated index (rerun the binarize stage)")
+            raise InputError(f"{idx_path}: truncated index. {REBINARIZE.format(prefix=prefix)}")
         magic, version, code, count = HEADER.unpack(header)
         if magic != MAGIC or version != VERSION or code not in DTYPES:
-            raise InputError(f"{idx_path}: not an index of format {MAGIC.decode()} v{VERSION}")
+            raise InputError(f"{idx_path}: not an index of format {MAGIC.decode()} "
+                             f"v{VERSION}. {REBINARIZE.format(prefix=prefix)}")  # fmt: skip
         expected = HEADER.size + 8 * (count + 1)
         if idx_path.stat().st_size != expected:
             raise InputError(
-                f"{idx_path}: {idx_path.stat().st_size} bytes, expected {expected} (truncated?)"
+                f"{idx_path}: {idx_path.stat().st_size} bytes, expected {expected} (truncated?). "
+                f"{REBINARIZE.format(prefix=prefix)}"
             )
         self.dtype = np.dtype(DTYPES[code])
         self.offsets = np.memmap(
             idx_path, dtype=np.int64, mode="r", offset=HEADER.size, shape=(count + 1,)
         )
+        if self.offsets[0] != 0 or np.any(self.offsets[1:] < self.offsets[:-1]):
+            raise InputError(f"{idx_path}: its sentence offsets do not rise from 0 (damaged). "
+                             f"{REBINARIZE.format(prefix=prefix)}")  # fmt: skip
         n_tokens = int(self.offsets[-1])
         if bin_path.stat().st_size != n_tokens * self.dtype.itemsize:
             raise InputError(
-                f"{bin_path}: size does not match its index {idx_path} (rerun binarize)"
+                f"{bin_path}: size does not match its index {idx_path}. "
+                f"{REBINARIZE.format(prefix=prefix)}"
             )
         # np.memmap refuses empty files; an all-empty split is legal.
         self.tokens = (
