@@ -214,9 +214,17 @@ def test_lengths_names_what_is_missing_before_any_work(project, capsys):
         error = lengths("--alphas", "1", alpha)
         assert f"--alphas: each must be a number from 0 to 10, not {float(alpha)}" in error
     made = [project / "runs/tiny/averaged.safetensors", project / "data/toy/spm/bpe.model"]
-    made[0].parent.mkdir(parents=True, exist_ok=True)
+    made[0].mkdir(parents=True)  # a folder where the model belongs: the way out must not be
+    error = lengths()  # a command that plans nothing (snakemake takes a folder as the output)
+    assert "averaged.safetensors is not a file, where experiment 'tiny''s averaged" in error
+    assert "move it away, then `snakemake --cores all runs/tiny/averaged.safetensors`" in error
+    made[0].rmdir()
     made[0].touch()
-    made[1].parent.mkdir(parents=True, exist_ok=True)
+    made[1].mkdir(parents=True)
+    assert "bpe.model is not a file: move it away, then `snakemake --cores all --force" in (
+        lengths()
+    )
+    made[1].rmdir()
     assert "bpe.model is gone: `snakemake --cores all --force" in lengths()
     made[1].touch()
     assert "bpe.model is not a readable sentencepiece model" in lengths()

@@ -551,6 +551,13 @@ def locate(args: argparse.Namespace) -> Located:
         )
     model_path = root / paths.averaged_model(entry["name"])
     subword_path = root / paths.subword_file("model", entry["dataset"])
+    if model_path.exists() and not model_path.is_file():
+        raise InputError(
+            f"{model_path} is not a file, where experiment {entry['name']!r}'s averaged model "
+            f"belongs: move it away, then `snakemake --cores all "
+            f"{paths.averaged_model(entry['name'])}` (and the same --configfile) averages the "
+            "run's checkpoints again"
+        )
     if not model_path.is_file():
         raise InputError(
             f"experiment {entry['name']!r} has no averaged model yet ({model_path}): train it "

@@ -23,6 +23,9 @@ def load(model_path: str | os.PathLike, target: str | None = None) -> spm.Senten
         f"`snakemake --cores all --force {target or workflow_target(model_path)}` "
         "trains it again from the same data and settings (and the same --configfile)"
     )
+    if os.path.exists(model_path) and not os.path.isfile(model_path):
+        raise InputError(f"the BPE model {model_path} is not a file: move it away, then "
+                         f"{way_out}")  # fmt: skip
     if not os.path.isfile(model_path):
         raise InputError(f"the BPE model {model_path} is gone: {way_out}")
     try:
