@@ -20,7 +20,14 @@ from hypothesis import strategies as st
 
 from aiayn.cli import main, parser, study_state
 from aiayn.errors import InputError
-from tests.conftest import CHECKED_FILES, PROJECT, copy_project
+from tests.conftest import (
+    CHECKED_FILES,
+    PROJECT,
+    copy_project,
+    edit_toy_data,
+    quick_experiment,
+    run_snakemake,
+)
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +180,7 @@ def test_bad_translate_arguments_are_refused_before_any_work(project, capsys, tm
         assert "--device cuda: this machine has 0 CUDA device(s); use --device cpu" in error
     for alpha in ("nan", "-0.5", "1e308"):
         error = translate(project, capsys, "-e", "tiny", "--alpha", alpha)
-        assert f"decode.alpha must be a number from 0 to 10, not {float(alpha)}" in error
+        assert f"decode.alpha must be a number from 0 to 5, not {float(alpha)}" in error
 
 
 def test_a_parser_is_refused_by_translate_with_the_workflow_command(project, capsys):
@@ -212,7 +219,7 @@ def test_lengths_names_what_is_missing_before_any_work(project, capsys):
     assert "experiment 'tiny' has no averaged model yet" in lengths()
     for alpha in ("nan", "-1", "1e308"):
         error = lengths("--alphas", "1", alpha)
-        assert f"--alphas: each must be a number from 0 to 10, not {float(alpha)}" in error
+        assert f"--alphas: each must be a number from 0 to 5, not {float(alpha)}" in error
     made = [project / "runs/tiny/averaged.safetensors", project / "data/toy/spm/bpe.model"]
     made[0].mkdir(parents=True)  # a folder where the model belongs: the way out must not be
     error = lengths()  # a command that plans nothing (snakemake takes a folder as the output)
@@ -440,8 +447,9 @@ def option_value(action: argparse.Action, paths: list[str], project: str):
     """A strategy for one option's value: its choices and neighbours, numbers at and beyond any
     range, paths that are no file, any text; and values that pass argparse, so that the command
     behind it is reached too."""
-    numbers = st.sampled_from(["0", "-1", "1", "nan", "inf", "-inf", "1e309", "1e5", "0.5",
-                               "99999999999999999999", "0x10", " 4", "4 "])  # fmt: skip
+    numbers = st.sampled_from(["0", "-1", "1", "nan", "inf", "-inf", "1e309", "1e308", "1e5",
+                               "100000", "0.5", "99999999999999999999", "0x10", " 4",
+                               "4 "])  # fmt: skip
     # any text an argv can hold: no NUL (execve cannot pass one), no lone surrogate but those
     # of bytes that are not UTF-8 (os.fsdecode's surrogateescape: in `paths`)
     text = st.text(st.characters(blacklist_characters="\0", blacklist_categories=["Cs"]))
@@ -453,30 +461,55 @@ def option_value(action: argparse.Action, paths: list[str], project: str):
     if action.choices:
         strategies.append(st.sampled_from([*map(str, action.choices), "CT2", "ct2-float32", ""]))
     if action.dest == "experiment":
-        strategies.append(st.sampled_from(["tiny", "tiny_learned_positions", "../tiny", "."]))
+        strategies.append(
+            st.sampled_from(["tiny", "quick", "../quick", "tiny_learned_positions", "."])
+        )
     if action.dest == "workdir":
         strategies.append(st.just(project))
     return st.one_of(*strategies)
 
 
-def command_lines(paths: list[str], project: str):
-    """argv for any `aiayn` command: some of its options, each with a drawn value."""
+# A value each option takes in the trained project, for every option but the one drawn hostile
+USABLE = {"beam": "2", "alpha": "0.6", "batch_tokens": "100", "device": "cpu", "split": "dev",
+          "alphas": "1.0", "threads": "1", "quantization": "int8"}  # fmt: skip
+
+
+def command_lines(paths: list[str], project: str, experiment: str):
+    """argv for any `aiayn` command: some of its options, one of them (or none) with a drawn
+    hostile value, the others with a value they take (USABLE, `experiment`, an input file, a
+    new output, a choice), so that the command gets past argparse to its work."""
     commands = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+
+    def value(data, name, action, hostile: bool):
+        if hostile:
+            return data(option_value(action, paths, project))
+        if action.dest == "experiment":
+            return experiment
+        if action.dest in USABLE:
+            return USABLE[action.dest]
+        if action.choices:
+            return data(st.sampled_from(sorted(map(str, action.choices))))
+        if action.dest == "input":
+            return next(p for p in paths if p.endswith("lines.txt"))
+        if action.dest == "output":  # a file per translation or record, a folder per export
+            return f"{paths[0].rsplit('/', 2)[0]}/{name}{data(st.integers(0, 10**9))}"
+        return project  # workdir
 
     @st.composite
     def draw(data):
         name = data(st.sampled_from(sorted(commands.choices)))
+        options = [a for a in commands.choices[name]._actions
+                   if a.option_strings and a.dest not in ("help", "configfile")]  # fmt: skip
+        hostile = data(st.sampled_from([None, *(a.dest for a in options)]))
         argv = [name]
-        for action in commands.choices[name]._actions:
-            if not action.option_strings or action.dest == "help":
-                continue
-            if not action.required and not data(st.booleans()):
+        for action in options:
+            if not action.required and action.dest != hostile and not data(st.booleans()):
                 continue
             if action.nargs == 0:  # a flag
                 argv.append(action.option_strings[0])
                 continue
             count = data(st.integers(1, 3)) if action.nargs in ("+", "*") else 1
-            values = [data(option_value(action, paths, project)) for _ in range(count)]
+            values = [value(data, name, action, action.dest == hostile) for _ in range(count)]
             if count == 1:  # `--opt=value`, so that a value such as "-1" is not an option
                 argv.append(f"{action.option_strings[-1]}={values[0]}")
             else:
@@ -486,26 +519,44 @@ def command_lines(paths: list[str], project: str):
     return draw()
 
 
-def test_any_command_line_is_taken_or_refused_in_a_few_lines(project, tmp_path_factory):
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A project whose one experiment, `quick`, is trained and averaged (a few steps of a very
+    small model; a dev split of 20 pairs), so that every command gets past "not trained yet"."""
+    root = copy_project(tmp_path_factory.mktemp("trained") / "project")
+    quick_experiment(root)
+    edit_toy_data(root, lambda toy: toy["splits"]["dev"].update(size=20))
+    run_snakemake(root, "runs/quick/averaged.safetensors")
+    return root
+
+
+@pytest.mark.parametrize(("study", "examples"), [("untrained", 300), ("trained", 150)])
+def test_any_command_line_is_taken_or_refused_in_a_few_lines(request, tmp_path_factory, study,
+                                                             examples):  # fmt: skip
     """Every option of every command, drawn by Hypothesis (numbers beyond any range, text of
     every category, paths that are folders, devices, missing or under a file): the command runs,
     or argparse names the option, or one refusal of at most three lines; never a traceback, and
-    stdin is never waited on."""
+    stdin is never waited on. In a project with nothing trained, and in one with a trained
+    experiment, where the values reach the model (a length penalty of 1e308 overflowed in the
+    search; `lengths --threads -1` was torch's traceback)."""
     import contextlib
     import io
 
+    project = request.getfixturevalue("project" if study == "untrained" else "trained")
     paths = hostile_paths(tmp_path_factory.mktemp("doors"))
     outcomes = collections.Counter()
 
-    @given(argv=command_lines(paths, str(project)))
-    @settings(max_examples=300, derandomize=True, deadline=None)
+    experiment = "tiny" if study == "untrained" else "quick"
+
+    @given(argv=command_lines(paths, str(project), experiment))
+    @settings(max_examples=examples, derandomize=True, deadline=None)
     def run(argv):
         out, err = io.StringIO(), io.StringIO()
         with (
             contextlib.redirect_stdout(out), contextlib.redirect_stderr(err),
             pytest.MonkeyPatch.context() as patch,
         ):  # fmt: skip
-            patch.setattr(sys, "stdin", io.StringIO("ein Hund\n"))
+            patch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"ein Hund\n")))
             patch.chdir(project)
             try:
                 code = main(argv)
@@ -525,3 +576,4 @@ def test_any_command_line_is_taken_or_refused_in_a_few_lines(project, tmp_path_f
     commands = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
     for name in commands.choices:  # every command was reached past argparse, not only refused
         assert any(key.startswith(f"{name} exit") for key in outcomes), outcomes
+    assert study == "untrained" or outcomes["translate exit 0"], outcomes  # it translated

@@ -86,17 +86,20 @@ def test_length_penalty_formula():
 
 def test_every_alpha_the_settings_take_gives_the_longest_output_a_finite_penalty():
     """At the schema's largest alpha and the longest output its settings allow, both rules'
-    penalties are floats (alpha 1e308 was an OverflowError traceback mid-search); past it, the
-    settings refuse the alpha."""
+    penalties are floats, in Python and in float32 tensors (alpha 1e308 was an OverflowError
+    traceback mid-search, and 36 a torch overflow in `aiayn lengths`); past it, the settings
+    refuse the alpha."""
     from aiayn.config.schema import section_properties
     from aiayn.decode.settings import DEFAULTS, MAX_ALPHA, MAX_LENGTH_OFFSET
 
     longest = section_properties("decode")["max_source_tokens"]["maximum"] + MAX_LENGTH_OFFSET
     for finalize in ("t2t", "fairseq"):
         assert math.isfinite(length_penalty(longest + 1, MAX_ALPHA, finalize))
+        lengths = torch.tensor([1.0, longest + 1])
+        assert torch.isfinite(length_penalty(lengths, MAX_ALPHA, finalize)).all()
     DecodeSettings(alpha=MAX_ALPHA)
     for alpha in (math.nextafter(MAX_ALPHA, math.inf), 1e308):
-        with pytest.raises(ValueError, match="decode.alpha must be a number from 0 to 10, not"):
+        with pytest.raises(ValueError, match="decode.alpha must be a number from 0 to 5, not"):
             DecodeSettings(alpha=alpha)
     assert 0 <= DEFAULTS["alpha"] <= MAX_ALPHA
 
