@@ -100,6 +100,16 @@ def test_a_storage_error_while_writing_is_refused_naming_the_output(
     assert not earlier or path.read_text() == "old"
 
 
+def stage_log(tmp_path: Path, script: str, *args) -> str:
+    """Run `script` as a stage's process (its main through run_stage, logging to a file of
+    tmp_path, named last on its command line): it must exit 1 without a traceback. Its log."""
+    log = tmp_path / "stage.log"
+    result = subprocess.run([sys.executable, "-c", script, *map(str, args), str(log)],
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    return log.read_text()
+
+
 def test_a_file_size_limit_is_refused_as_a_full_disk_is(tmp_path):
     """A real write past RLIMIT_FSIZE (EFBIG, as a full disk fails), in a process of its own:
     the stage's one-line refusal, exit 1, the earlier file kept, nothing beside it."""
@@ -116,13 +126,10 @@ def test_a_file_size_limit_is_refused_as_a_full_disk_is(tmp_path):
         "        handle.flush()\n"
         "run_stage(main, sys.argv[2])\n"
     )
-    log = tmp_path / "stage.log"
-    result = subprocess.run([sys.executable, "-c", script, str(path), str(log)],
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    told = log.read_text()
+    told = stage_log(tmp_path, script, path)
     assert f"{path} could not be written (File too large). The disk" in told
     assert "`ulimit -f`" in told and told.count("\n") == 1
+    log = tmp_path / "stage.log"
     assert path.read_bytes() == b"old" and sorted(tmp_path.iterdir()) == sorted([path, log])
 
 
@@ -149,12 +156,9 @@ def test_a_stage_reading_through_something_misplaced_says_so_in_one_line(tmp_pat
         "from aiayn.textio import file_sha256\n"
         "run_stage(lambda: file_sha256(sys.argv[1]), sys.argv[2])\n"
     )
-    log = tmp_path / "stage.log"
-    result = subprocess.run([sys.executable, "-c", script, str(path), str(log)],
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
-    told = log.read_text()
-    said = {"folder": "is a folder where a file belongs", "link loop": "is a link that leads back to itself",
+    told = stage_log(tmp_path, script, path)
+    said = {"folder": "is a folder where a file belongs",
+            "link loop": "is a link that leads back to itself",
             "file in the path": "runs through a file where a folder belongs"}[misplaced]  # fmt: skip
     assert f"{path} {said}: move it away" in told and told.count("\n") == 1
 
@@ -176,14 +180,10 @@ def test_a_stage_whose_allocation_is_refused_says_so_in_one_line(tmp_path):
         "        handle.write(str(score(lines, lines, 'de', 10**9)))\n"
         "run_stage(main, sys.argv[2])\n"
     )
-    out, log = tmp_path / "scores.json", tmp_path / "stage.log"
-    result = subprocess.run([sys.executable, "-c", script, str(out), str(log)],
-                            capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
-    told = log.read_text()
+    told = stage_log(tmp_path, script, tmp_path / "scores.json")
     assert "the stage ran out of memory (Unable to allocate" in told, told
     assert "`--resources mem_mb=N`" in told and told.count("\n") == 1
-    assert sorted(tmp_path.iterdir()) == [log]
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "stage.log"]  # no scores.json
 
 
 RECORD = {"steps": 30, "final_weights": "runs/quick/weights/step00000030.safetensors"}
