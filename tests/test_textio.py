@@ -50,6 +50,38 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
     assert "iconv" in str(err.value)
 
 
+MARKED = {"utf-16 LE": (b"\xff\xfe", "utf-16-le"), "utf-16 BE": (b"\xfe\xff", "utf-16-be"),
+          "utf-32 LE": (b"\xff\xfe\x00\x00", "utf-32-le"),
+          "utf-32 BE": (b"\x00\x00\xfe\xff", "utf-32-be")}  # fmt: skip
+
+
+# a text that starts with U+0000 after UTF-16 LE's mark reads as UTF-32 LE's: not drawn
+@given(marked=st.sampled_from(sorted(MARKED)),
+       text=st.text(max_size=40).filter(lambda text: not text.startswith("\0")),
+       door=st.sampled_from(["corpus", "config", "translate"]))  # fmt: skip
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+def test_a_utf16_or_utf32_file_is_refused_with_the_iconv_that_converts_it(tmp_path, marked,
+                                                                         text, door):  # fmt: skip
+    """Text as Windows tools save it (UTF-16 or UTF-32 with a byte-order mark), given as a
+    corpus, a config file or `aiayn translate`'s input: refused naming its encoding, with the
+    iconv that makes it UTF-8 (the advice was Latin-1's, which would have garbled it; a
+    translate input was "not text" with no way out)."""
+    from aiayn.cli import read_input
+    from aiayn.config.study import load_file
+
+    mark, codec = MARKED[marked]
+    path = Path(tempfile.mkdtemp(dir=tmp_path)) / "study.yaml"
+    path.write_bytes(mark + f"{text}\n".encode(codec))
+    read = {"corpus": lambda: list(read_lines(path)), "config": lambda: load_file(path),
+            "translate": lambda: read_input(path)}[door]  # fmt: skip
+    with pytest.raises(InputError) as refused:
+        read()
+    encoding = marked.split()[0]
+    assert f"it starts with {encoding.upper()}'s byte-order mark: `iconv -f {encoding} -t utf-8 " \
+           f"{path}`" in str(refused.value)  # fmt: skip
+
+
 def test_gzip_is_read_transparently(tmp_path):
     path = tmp_path / "in.en.gz"
     with gzip.open(path, "wb") as handle:

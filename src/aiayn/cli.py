@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from aiayn.errors import InputError, storage_refusal
 from aiayn.logs import setup_logging
-from aiayn.textio import atomic_output
+from aiayn.textio import atomic_output, marked_encoding, reencoding
 
 if TYPE_CHECKING:
     from aiayn.decode.settings import DecodeSettings
@@ -636,22 +636,27 @@ def read_input(path: Path | None) -> list[str]:
 
 def decoded_text(source, where: str) -> str:
     """The stream's UTF-8 text, refused at the first byte that is not text."""
-    decoder, parts, offset = codecs.getincrementaldecoder("utf-8")(), [], 0
+    decoder, parts, offset, start = codecs.getincrementaldecoder("utf-8")(), [], 0, b""
     while True:
         chunk = source.read(INPUT_CHUNK)
+        start = (start + chunk)[:4]  # a byte-order mark that names another encoding
         pending, invalid = len(decoder.getstate()[0]), None
         try:
             parts.append(decoder.decode(chunk, final=not chunk))
         except UnicodeDecodeError as err:
             invalid = (offset - pending + err.start, err.reason)
         nul = chunk.find(b"\0")
+        named = "FILE" if where == "stdin" else where
         if nul >= 0 and (invalid is None or offset + nul < invalid[0]):
+            if marked_encoding(start):  # UTF-32 big-endian's mark starts with NUL bytes
+                raise InputError(f"{where} is not UTF-8 text: {reencoding(start, named)}")
             raise InputError(
-                f"{where} is not text: a NUL byte at byte {offset + nul} (a binary file or a "
-                "device?); give UTF-8 text, one sentence per line"
+                f"{where} is not text: a NUL byte at byte {offset + nul} (a binary file, a "
+                "device, or UTF-16 text?); give UTF-8 text, one sentence per line"
             )
         if invalid:
-            raise InputError(f"{where} is not UTF-8 text (byte {invalid[0]}): {invalid[1]}")
+            raise InputError(f"{where} is not UTF-8 text (byte {invalid[0]}): {invalid[1]}; "
+                             f"re-encode it: {reencoding(start, named)}")  # fmt: skip
         if not chunk:
             return "".join(parts)
         offset += len(chunk)

@@ -20,6 +20,13 @@ from pathlib import Path
 from aiayn.errors import DENIED, FULL, InputError
 
 BOM = b"\xef\xbb\xbf"
+# Byte-order marks that name a file's encoding, UTF-32's first: UTF-32 LE's starts with UTF-16 LE's
+OTHER_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+)
 DIGEST_CHUNK = 1 << 20  # bytes a file digest reads at a time
 
 
@@ -41,6 +48,21 @@ def open_binary(path: str | os.PathLike):
     return open(path, "rb")
 
 
+def marked_encoding(start: bytes) -> str | None:
+    """The encoding a file's byte-order mark names (UTF-16 or UTF-32, as Windows tools write),
+    from its first bytes; None without one."""
+    return next((encoding for mark, encoding in OTHER_BOMS if start.startswith(mark)), None)
+
+
+def reencoding(start: bytes, path) -> str:
+    """How to make a file that is not UTF-8 so, from its first bytes: its byte-order mark's
+    encoding; without one, Latin-1 is a guess, said as one."""
+    if encoding := marked_encoding(start):
+        return (f"it starts with {encoding.upper()}'s byte-order mark: `iconv -f {encoding} "
+                f"-t utf-8 {path}`")  # fmt: skip
+    return f"e.g. `iconv -f latin1 -t utf-8 {path}` if it is Latin-1"
+
+
 def read_lines(path: str | os.PathLike, stats: LineStats | None = None) -> Iterator[str]:
     """Yield the lines of a UTF-8 text file without their line endings."""
     stats = stats if stats is not None else LineStats()
@@ -59,10 +81,11 @@ def read_lines(path: str | os.PathLike, stats: LineStats | None = None) -> Itera
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as err:
+                advice = reencoding(raw if number == 1 else b"", path)
                 raise InputError(
                     f"{path}, line {number}: invalid UTF-8 (byte 0x{raw[err.start]:02x} at byte "
-                    f"offset {err.start} of the line). Re-encode the file as UTF-8, e.g. "
-                    f"`iconv -f latin1 -t utf-8 {path}` if it is Latin-1, or remove that line."
+                    f"offset {err.start} of the line). Re-encode the file as UTF-8: {advice}; "
+                    "or remove that line."
                 ) from None
             stats.lines = number
             yield text

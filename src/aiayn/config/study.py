@@ -28,6 +28,7 @@ import yaml
 from aiayn.config.check import check_size
 from aiayn.config.yaml_text import ConfigLoader, load_yaml, raw_study
 from aiayn.errors import InputError
+from aiayn.textio import reencoding
 
 NAMED_SECTIONS = ("experiments", "datasets")
 
@@ -218,7 +219,7 @@ def load_file(path: Path) -> dict:
     except UnicodeDecodeError as err:
         raise InputError(
             f"config file {path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at "
-            f"offset {err.start}): re-encode it, e.g. `iconv -f latin1 -t utf-8 {path}`"
+            f"offset {err.start}): re-encode it: {reencoding(err.object[:4], path)}"
         ) from None
     if not isinstance(data, dict):
         raise InputError(f"config file {path} must hold a mapping of settings")
