@@ -329,6 +329,33 @@ def test_snakemake_takes_nested_numbers_and_a_numeric_study_from_the_command_lin
     )  # fmt: skip
     assert "results/2024/tables/table2.md" in result.stdout
     assert re.search(r"\n  tiny +7 ", result.stdout)  # the plan's bill: 7 steps, the number
+    refused = run_snakemake(project_copy, "-n", "--config", "study=1e5", check=False)
+    assert refused.returncode != 0 and "results/100000.0" not in refused.stdout
+    assert "--config study=1e5: snakemake reads it as the number 100000.0" in refused.stderr
+
+
+@given(
+    digits=st.from_regex(r"[+-]?(0|[0-9]{1,3}(_?[0-9]{1,3})*)(\.[0-9]*)?([eE][+-]?[0-9]{1,3})?",
+                         fullmatch=True),
+    quote=st.sampled_from(["", "'", '"']),
+)  # fmt: skip
+@examples(max_examples=200, deadline=None, derandomize=True)
+def test_a_study_snakemake_reads_as_a_number_keeps_its_name_or_is_refused(digits, quote):
+    """`--config study=1e5` named the study 100000.0 (and `02024`, `1.50`, `1_000` others):
+    snakemake's own parser reads the value first; the name is what was typed, or refused."""
+    from snakemake.cli import parse_config
+
+    from aiayn.config.study import command_line_study
+
+    typed = f"study={quote}{digits}{quote}"
+    value = parse_config([typed])["study"]
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return  # text: taken as it is
+    try:
+        assert command_line_study(value, ["snakemake", "--config", typed]) == digits
+    except InputError as err:
+        assert str(err).startswith(f"--config {typed}: snakemake reads it as the number")
+        assert str(value) != digits
 
 
 def test_a_yaml_alias_bomb_is_refused_at_once(project_copy):

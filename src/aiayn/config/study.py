@@ -10,7 +10,8 @@ is left out entirely, so its toy experiments never leak into a preset's run, and
   then refine what it included, key by key (so paper.yaml can mark the WSJ as optional).
 - `prepare` lists are joined; other settings: the later file wins.
 - The study is named by each command-line file's `study:` (or its file name), joined by `+`
-  when several differ; `--config study=NAME` names it outright. Its results go to results/<study>/.
+  when several differ; `--config study=NAME` names it outright (refused where snakemake
+  reads NAME as a number that reads back otherwise: `1e5` would be 100000.0). Its results go to results/<study>/.
 
 `--config` overrides go on last, merged key by key as Snakemake merges them.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,8 +82,24 @@ def compose_config(
     config["study"] = "+".join(dict.fromkeys(studies))
     merge(config, typed_overrides(overrides or {}))
     if isinstance(config["study"], int | float) and not isinstance(config["study"], bool):
-        config["study"] = str(config["study"])  # `--config study=2024`: a name, not a number
+        config["study"] = command_line_study(config["study"], sys.argv)
     return config
+
+
+def command_line_study(value: float, argv: Sequence[str]) -> str:
+    """The name `--config study=...` gives. Snakemake has read it already, as a number where it
+    could (`1e5` as 100000.0, `02024` as 2024, quoted or not); the command line still holds what
+    was typed, and a number that reads back otherwise would name another folder: refused."""
+    typed = [found.group(1) for argument in argv
+             if (found := re.fullmatch(r"(?:--config=)?study=(.*)", argument, re.S))]  # fmt: skip
+    name = str(value)
+    if typed and typed[-1].strip("'\"") != name:
+        raise InputError(
+            f"--config study={typed[-1]}: snakemake reads it as the number {value!r}, which "
+            f"would name the study {name!r}: name it in a config file instead (`study: "
+            f"{typed[-1]}` there keeps it as written), or give a name that is not a number"
+        )
+    return name
 
 
 def study_name(value, path: Path) -> str | None:
