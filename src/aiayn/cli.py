@@ -637,6 +637,7 @@ def read_input(path: Path | None) -> list[str]:
 def decoded_text(source, where: str) -> str:
     """The stream's UTF-8 text, refused at the first byte that is not text."""
     decoder, parts, offset, start = codecs.getincrementaldecoder("utf-8")(), [], 0, b""
+    named = "FILE" if where == "stdin" else where  # in the iconv advice
     while True:
         chunk = source.read(INPUT_CHUNK)
         start = (start + chunk)[:4]  # a byte-order mark that names another encoding
@@ -646,7 +647,6 @@ def decoded_text(source, where: str) -> str:
         except UnicodeDecodeError as err:
             invalid = (offset - pending + err.start, err.reason)
         nul = chunk.find(b"\0")
-        named = "FILE" if where == "stdin" else where
         if nul >= 0 and (invalid is None or offset + nul < invalid[0]):
             if marked_encoding(start):  # UTF-32 big-endian's mark starts with NUL bytes
                 raise InputError(f"{where} is not UTF-8 text: {reencoding(start, named)}")

@@ -11,7 +11,8 @@ is left out entirely, so its toy experiments never leak into a preset's run, and
 - `prepare` lists are joined; other settings: the later file wins.
 - The study is named by each command-line file's `study:` (or its file name), joined by `+`
   when several differ; `--config study=NAME` names it outright (refused where snakemake
-  reads NAME as a number that reads back otherwise: `1e5` would be 100000.0). Its results go to results/<study>/.
+  reads NAME as a number that reads back otherwise: `1e5` would be 100000.0). Its results go
+  to results/<study>/.
 
 `--config` overrides go on last, merged key by key as Snakemake merges them.
 """
