@@ -302,6 +302,44 @@ def test_a_value_where_a_whole_number_belongs_is_told_what_it_is(value, said):
         check_config(config, schema())
 
 
+@given(
+    text=st.from_regex(r"[-+]?[0-9_]{0,4}\.?[0-9]{0,3}([eE][-+]?[0-9]{1,4})?", fullmatch=True)
+    | st.sampled_from(["010", "0o10", "0x1F", "12:30:00", "2026-12-07", "yes", "~", ".inf",
+                       ".nan", "1.0e+400", "1.0e-400", "1e-400", "1e400", "toy"])
+)  # fmt: skip
+@examples(max_examples=300, deadline=None, derandomize=True)
+def test_a_nested_command_line_scalar_reads_as_in_a_config_file_or_is_refused_by_key(text):
+    """`--config 'experiments={tiny: {overrides: {d_model: 010}}}'` read 010 as 10.0 (a file
+    reads it as text, refused as such) and was refused for "a decimal point" it did not have;
+    `1e-400` became 0 without a word (a file refuses it), and `1.0e+400` was refused at "line 1"
+    of no file. A scalar reads as in a file, but for a number with an exponent and no point
+    (`1e-3`, text to YAML 1.1, a number here); one past a float is refused naming its key."""
+    from aiayn.config.study import typed_scalars
+    from aiayn.config.yaml_text import ConfigLoader
+
+    where = "experiments.tiny.train.lr_scale"
+    exponent_only = re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", text)
+    try:
+        in_a_file = yaml.load(f"key: {text}", Loader=ConfigLoader)["key"]  # noqa: S506
+    except InputError:
+        in_a_file = InputError
+    except yaml.YAMLError:
+        return  # not a scalar a file holds either
+    try:
+        read = typed_scalars(text, where)
+    except InputError as err:
+        assert str(err).startswith(f"--config {where}: {text} is beyond what a number holds")
+        assert in_a_file is InputError or exponent_only
+        return
+    if exponent_only:
+        mantissa = float(re.split("[eE]", text)[0])
+        assert read == float(text) and (read != 0 or mantissa == 0)  # never 0 from 1e-400
+    elif isinstance(in_a_file, bool | int | float) or in_a_file is None:
+        assert read == in_a_file or (read != read and in_a_file != in_a_file)  # NaN
+    else:
+        assert read == text
+
+
 def test_nested_command_line_values_are_read_as_in_a_config_file(tmp_path):
     """Snakemake reads `--config 'experiments={tiny: {train: {max_steps: 100}}}'` with YAML's
     BaseLoader: every nested scalar a string. They are read as a config file reads them."""
@@ -313,7 +351,7 @@ def test_nested_command_line_values_are_read_as_in_a_config_file(tmp_path):
     train = compose_config(PROJECT / "config.yaml", (), nested)["experiments"]["tiny"]["train"]
     assert (train["max_steps"], train["label_smoothing"], train["sync_free"]) == (100, 0.2, True)
     assert (train["lr_scale"], train["max_minutes"]) == (0.1, None)
-    assert typed_scalars(["0x", "a: b", "toy", "nan"]) == ["0x", "a: b", "toy", "nan"]
+    assert typed_scalars(["0x", "a: b", "toy", "nan"], "x") == ["0x", "a: b", "toy", "nan"]
     study = tmp_path / "study.yaml"
     study.write_text(f"include: [{PROJECT / 'config.yaml'}]\nstudy: 2024\n")
     assert compose_config(PROJECT / "config.yaml", [study])["study"] == "2024"

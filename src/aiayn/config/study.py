@@ -29,7 +29,13 @@ from pathlib import Path
 import yaml
 
 from aiayn.config.check import check_size
-from aiayn.config.yaml_text import ConfigLoader, load_yaml, raw_study
+from aiayn.config.yaml_text import (
+    BEYOND_A_FLOAT,
+    ConfigLoader,
+    load_yaml,
+    past_a_float,
+    raw_study,
+)
 from aiayn.errors import InputError
 from aiayn.textio import reencoding
 
@@ -112,7 +118,8 @@ def study_name(value, path: Path) -> str | None:
     raise InputError(f"{path}: `study: {value!r}` is not a name: write the study's name")
 
 
-NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+# A number with an exponent and no point (`1e-3`), which YAML 1.1 reads as text
+EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 
 def typed_overrides(overrides: Mapping) -> dict:
@@ -121,25 +128,32 @@ def typed_overrides(overrides: Mapping) -> dict:
     'true'); read them as the same text in a config file would be (100, True), so that nested
     numbers and booleans can be set from the command line."""
     return {
-        key: typed_scalars(value) if isinstance(value, dict | list) else copy.deepcopy(value)
+        key: typed_scalars(value, key) if isinstance(value, dict | list) else copy.deepcopy(value)
         for key, value in overrides.items()
     }
 
 
-def typed_scalars(value):
+def typed_scalars(value, where: str):
+    """`value` with each string read as a config file reads it (`010` stays text, as there),
+    but for a number with an exponent and no point (`1e-3`), a number here; one past what a
+    float holds is refused naming `where`, its key under --config."""
     if isinstance(value, dict):
-        return {key: typed_scalars(item) for key, item in value.items()}
+        return {key: typed_scalars(item, f"{where}.{key}") for key, item in value.items()}
     if isinstance(value, list):
-        return [typed_scalars(item) for item in value]
+        return [typed_scalars(item, f"{where}.{index}") for index, item in enumerate(value)]
     if not isinstance(value, str):
         return value
     try:
         typed = yaml.load(value, Loader=ConfigLoader) if value.strip() else None  # noqa: S506
+        if EXPONENT.fullmatch(value):
+            typed = float(value)
+            if past_a_float(value, typed):
+                raise InputError(value)
     except yaml.YAMLError:
         return value
-    if typed is None or isinstance(typed, bool | int | float):
-        return typed
-    return float(value) if NUMBER.fullmatch(value) else value  # 1e-3, which YAML 1.1 leaves
+    except InputError:
+        raise InputError(f"--config {where}: {value} {BEYOND_A_FLOAT}") from None
+    return typed if typed is None or isinstance(typed, bool | int | float) else value
 
 
 def read_layer(path: Path, including: tuple[Path, ...], workflow_dir: Path | None = None) -> Layer:
