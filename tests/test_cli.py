@@ -144,7 +144,10 @@ COMPLEXITY_LIMITS = {"lengths": 4096, "n": 4096, "widths": 8192, "d": 8192, "pat
 
 
 @settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=15,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )  # capsys: read each time
 @given(key=st.sampled_from(sorted(COMPLEXITY_LIMITS)), excess=st.integers(1, 10**12))
 def test_table_1s_grid_is_bounded_before_any_job(project, capsys, key, excess):
@@ -193,7 +196,10 @@ def test_a_parser_is_refused_by_translate_with_the_workflow_command(project, cap
 
 
 @settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(threads=st.one_of(st.integers(-(2**70), 2**70), st.text(max_size=8)))
 def test_lengths_takes_threads_from_one_to_the_machines_cpus(capsys, threads):

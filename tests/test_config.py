@@ -200,7 +200,7 @@ NAME_CHARACTERS = "abcXYZ019_"
         st.integers(15, 30),
     ),
 )  # fmt: skip
-@examples(max_examples=80, deadline=None)
+@examples(max_examples=80, deadline=None, derandomize=True)
 def test_a_name_is_refused_where_its_files_would_not_fit_or_snakemake_would_refuse_it(kind, name):
     """Names become folders and file names with suffixes (`<name>.seed100.log`) and wildcard
     values: one over 100 characters is refused with its length; one ending in a part repeated
