@@ -403,7 +403,7 @@ def test_greedy_keeps_its_first_eos_while_the_finished_sentence_stays_in_the_bat
     """Greedy search stops at its first EOS, even where a longer output would score better."""
     table = {(7, ()): dist(eos=0.6, w1=0.4), (7, (W1,)): dist(eos=1.0)}
     model = TableModel(table, default=dist(eos=1.0))
-    settings = DecodeSettings(search="greedy", alpha=6.0, max_length_offset=3)
+    settings = DecodeSettings(search="greedy", alpha=5.0, max_length_offset=3)
     (best,) = beam_search(model, *search_inputs((1,)), settings, drop_every=2)
     assert model.rows_seen == [1, 1]  # the finished sentence stayed for step 1
     assert best.tokens == [] and best.score == pytest.approx(math.log(0.6))
