@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from aiayn.config.check import check_size
+from aiayn.config.check import EXPONENT, check_size
 from aiayn.config.yaml_text import (
     BEYOND_A_FLOAT,
     ConfigLoader,
@@ -118,10 +118,6 @@ def study_name(value, path: Path) -> str | None:
     raise InputError(f"{path}: `study: {value!r}` is not a name: write the study's name")
 
 
-# A number with an exponent and no point (`1e-3`), which YAML 1.1 reads as text
-EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
-
-
 def typed_overrides(overrides: Mapping) -> dict:
     """Snakemake's `--config KEY=VALUE` reads a nested VALUE (`{tiny: {train: {max_steps:
     100}}}`) with YAML's BaseLoader, which leaves every scalar inside it a string ('100',
@@ -145,7 +141,7 @@ def typed_scalars(value, where: str):
         return value
     try:
         typed = yaml.load(value, Loader=ConfigLoader) if value.strip() else None  # noqa: S506
-        if EXPONENT.fullmatch(value):
+        if EXPONENT.fullmatch(value):  # `1e-3`, which YAML 1.1 reads as text
             typed = float(value)
             if past_a_float(value, typed):
                 raise InputError(value)
