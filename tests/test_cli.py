@@ -536,7 +536,7 @@ def trained(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.mark.parametrize(("study", "examples"), [("untrained", 300), ("trained", 150)])
+@pytest.mark.parametrize(("study", "examples"), [("untrained", 200), ("trained", 80)])
 def test_any_command_line_is_taken_or_refused_in_a_few_lines(request, tmp_path_factory, study,
                                                              examples):  # fmt: skip
     """Every option of every command, drawn by Hypothesis (numbers beyond any range, text of

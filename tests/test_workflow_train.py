@@ -19,6 +19,7 @@ import pytest
 import torch
 import yaml
 
+from aiayn.config.versions import code_version, stage_version
 from aiayn.train.checkpoint import load_weights
 from tests.conftest import (
     PROJECT,
@@ -560,18 +561,21 @@ def test_a_bigger_budget_resumes_training_and_leaves_the_data_alone(quick_run, t
     assert steps == [10, 20, 30, 40]
 
 
-# One edit per stage, in the order of the DAG: (file, text, replacement, what `aiayn results`
-# names). Each changes what its stage computes; a message changes nothing.
-EDITS = [
-    ("src/aiayn/train/schedule.py", "warmup_steps**-1.5", "warmup_steps**-1.4", "code of train"),
-    ("src/aiayn/decode/search.py", "((5.0 + length) / 6.0)", "((6.0 + length) / 7.0)",
-     "code of decode"),
-    ("src/aiayn/score/bleu.py", "chrf = CHRF()", "chrf = CHRF(word_order=2)", "code of score"),
-    ("src/aiayn/report/layout.py", '"PPL (dev)",', '"dev PPL",', "code of table"),
-    ("src/aiayn/report/run_record.py", '"chrf": round(scores["chrf"]["score"], 2)',
-     '"chrf": round(scores["chrf"]["score"], 1)', "code of run_record"),
-    ("config.yaml", None, {"decode": {"beam": 2}}, "evaluation settings of quick (decode on)"),
-]  # fmt: skip
+# The edits of each stage, in the order of the DAG: (file, text, replacement, what `aiayn
+# results` names). Each changes what its stage computes; a message changes nothing.
+EDITS = {
+    "train": [("src/aiayn/train/schedule.py", "warmup_steps**-1.5", "warmup_steps**-1.4",
+               "code of train")],
+    "decode": [("src/aiayn/decode/search.py", "((5.0 + length) / 6.0)", "((6.0 + length) / 7.0)",
+                "code of decode"),
+               ("config.yaml", None, {"decode": {"beam": 2}},
+                "evaluation settings of quick (decode on)")],
+    "score": [("src/aiayn/score/bleu.py", "chrf = CHRF()", "chrf = CHRF(word_order=2)",
+               "code of score")],
+    "table": [("src/aiayn/report/layout.py", '"PPL (dev)",', '"dev PPL",', "code of table")],
+    "run_record": [("src/aiayn/report/run_record.py", '"chrf": round(scores["chrf"]["score"], 2)',
+                    '"chrf": round(scores["chrf"]["score"], 1)', "code of run_record")],
+}  # fmt: skip
 
 
 def apply_edit(root: Path, path: str, text, replacement) -> None:
@@ -610,12 +614,27 @@ def same_outputs(ours: dict, theirs: dict) -> bool:
     return True
 
 
+def stage_code(root: Path, rule: str) -> str:
+    """The `code` param the Snakefile gives `rule` in the checkout at `root`."""
+    if rule == "run_record":  # a `run:` block
+        return stage_version(root, rule)
+    script = {"table": "report_table.py"}.get(rule, f"{rule}.py")
+    return code_version(root / "workflow_scripts" / script, root)
+
+
+def job_reasons(output: str) -> list[tuple[str, str]]:
+    """(rule, reason) of each job snakemake's output lists."""
+    jobs = re.finditer(r"^(?:local)?rule (\w+):\n(?:    .*\n)*?    reason: (.*)$", output, re.M)
+    return [(job.group(1), job.group(2)) for job in jobs]
+
+
 def test_after_each_edit_a_rerun_gives_what_a_fresh_run_of_the_edited_checkout_does(
     quick_run, tmp_path
 ):
     """The outputs are those of the edited code: after each edit of one stage (training's
-    schedule, a decode constant, a score option, a table's header, run.json's rounding, a
-    setting), `aiayn results` names it and `snakemake` reruns it; then the study is current.
+    schedule, a decode constant and a decode setting, a score option, a table's header,
+    run.json's rounding), `aiayn results` names it and `snakemake` reruns that stage for its
+    own change (its jobs' reason names the new code version); then the study is current.
     Training is not resumed from the old code's checkpoints (the log says so and steps start
     at 10). A reworded message plans nothing. At the end every output equals a fresh run's of
     the edited checkout: weights tensor for tensor, translations, scores and Table 3 byte
@@ -625,20 +644,20 @@ def test_after_each_edit_a_rerun_gives_what_a_fresh_run_of_the_edited_checkout_d
         shutil.rmtree(fresh / folder)
     assert aiayn(quick_run, "results").stdout == "results/toy: current\n"
     before = study_outputs(quick_run)
-    for path, text, replacement, named in EDITS:
-        apply_edit(quick_run, path, text, replacement)
-        stale = aiayn(quick_run, "results").stdout
-        assert stale.startswith(f"results/toy: stale: {named}"), stale
-        run_snakemake(quick_run)
-        assert aiayn(quick_run, "results").stdout == "results/toy: current\n", path
-        apply_edit(fresh, path, text, replacement)
-        if path.endswith("schedule.py"):
-            log = (quick_run / "logs/train/quick.log").read_text()
-            assert "the training code changed since runs/quick was trained" in log
-            assert "resumed from" not in log
-            assert [r["step"] for r in log_records(quick_run, "quick") if "loss" in r] == [
-                10, 20, 30
-            ]  # fmt: skip
+    for rule, edits in EDITS.items():
+        for path, text, replacement, named in edits:
+            apply_edit(quick_run, path, text, replacement)
+            apply_edit(fresh, path, text, replacement)
+            stale = aiayn(quick_run, "results").stdout
+            assert stale.startswith("results/toy: stale: ") and named in stale, stale
+        rerun = run_snakemake(quick_run)
+        reasons = [why for ran, why in job_reasons(rerun.stderr) if ran == rule]
+        assert reasons and all(stage_code(quick_run, rule) in why for why in reasons), reasons
+        assert aiayn(quick_run, "results").stdout == "results/toy: current\n", rule
+    log = (quick_run / "logs/train/quick.log").read_text()
+    assert "the training code changed since runs/quick was trained" in log
+    assert "resumed from" not in log
+    assert [r["step"] for r in log_records(quick_run, "quick") if "loss" in r] == [10, 20, 30]
     textio = quick_run / "src/aiayn/textio.py"
     textio.write_text(
         textio.read_text().replace("give a file name to write to", "name a file to write to")
