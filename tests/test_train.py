@@ -959,7 +959,8 @@ def trainer_script(body: str) -> str:
 TINY_MODEL = dict(vocab_size=20, n_layers=2, d_model=64, d_ff=128, n_heads=4, dropout=0.1)
 # One of each axis a model grows along, each far past any machine's memory.
 TOO_LARGE = [{"d_model": 10**8}, {"d_ff": 10**12}, {"n_layers": 10**8}, {"vocab_size": 10**11},
-             {"positions": "learned", "max_positions": 10**11}]  # fmt: skip
+             {"positions": "learned", "max_positions": 10**11},
+             {"max_positions": 10**10}]  # the sinusoid table: no parameter, 128 GB at d_model 4  # fmt: skip
 
 
 def sized(**size) -> types.SimpleNamespace:
@@ -980,6 +981,9 @@ def test_a_model_too_large_for_memory_is_refused_before_it_is_built(size):
     count = re.search(r"GiB a process for its ([\d,]+) parameters", message)[1]
     assert int(count.replace(",", "")) == meta_model_count(experiment.model)
     assert re.search(r"this process has [\d,.]+ GiB \(", message) and "d_model, d_ff" in message
+    if experiment.model.positions == "sinusoidal":
+        values = experiment.model.max_positions * experiment.model.d_model
+        assert f"and its {values:,} fixed values (the sinusoid table)" in message
     check_fits(Transformer, sized(), "fp32", 1, torch.device("cpu"))  # the tiny model fits
 
 
@@ -1008,7 +1012,7 @@ def test_the_parameter_count_is_the_built_models(layers, width, heads, inner, le
 
 TENSOR_BYTES_AFTER_A_STEP = trainer_script("""
 import gc, json, sys, torch
-from aiayn.train.memory import parameter_count, state_bytes
+from aiayn.train.memory import model_counts, state_bytes
 from aiayn.train.trainer import Trainer
 from aiayn.train.settings import Experiment
 
@@ -1019,8 +1023,8 @@ for thing in gc.get_objects():
     if isinstance(thing, torch.Tensor) and thing.device.type == "cpu":
         storage = thing.untyped_storage()
         storages[storage.data_ptr()] = storage.nbytes()
-count = parameter_count(trainer.build_model, trainer.exp.model)
-bound = state_bytes(count, trainer.precision, trainer.settings.zero_stage, trainer.world)
+count, table = model_counts(trainer.build_model, trainer.exp.model)
+bound = state_bytes(count, trainer.precision, trainer.settings.zero_stage, trainer.world) + 4 * table
 print(json.dumps({"held": sum(storages.values()), "bound": bound, "count": count}))
 """)
 

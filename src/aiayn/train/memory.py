@@ -29,17 +29,25 @@ CGROUP_V1 = (Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes", "memory.usa
 
 
 def parameter_count(build_model: Callable, config) -> int:
-    """Counted on torch's meta device (shapes only, nothing allocated) at one layer and at two:
+    return model_counts(build_model, config)[0]
+
+
+def model_counts(build_model: Callable, config) -> tuple[int, int]:
+    """The parameters and the buffers' values (the sinusoid table, max_positions x d_model),
+    counted on torch's meta device (shapes only, nothing allocated) at one layer and at two:
     the layers are alike, so N hold the rest plus N times one (a model of a million layers
     takes minutes to build, even on meta)."""
-    one, two = (meta_count(build_model, replace(config, n_layers=n)) for n in (1, 2))
-    return one + (config.n_layers - 1) * (two - one)
+    one, two = (meta_counts(build_model, replace(config, n_layers=n)) for n in (1, 2))
+    parameters, buffers = (
+        a + (config.n_layers - 1) * (b - a) for a, b in zip(one, two, strict=True)
+    )
+    return parameters, buffers
 
 
-def meta_count(build_model: Callable, config) -> int:
+def meta_counts(build_model: Callable, config) -> tuple[int, int]:
     with torch.device("meta"):
         model = build_model(config)
-    return sum(parameter.numel() for parameter in model.parameters())
+    return sum(p.numel() for p in model.parameters()), sum(b.numel() for b in model.buffers())
 
 
 def state_bytes(parameters: int, precision: str, zero_stage: int, world: int) -> int:
@@ -117,8 +125,9 @@ def limit_room(limit: Path, usage: Path) -> int | None:
 
 def check_fits(build_model, experiment, precision: str, world: int, device) -> None:
     """Refuse, before building it, a model whose training state cannot fit in this process."""
-    parameters = parameter_count(build_model, experiment.model)
-    needed = state_bytes(parameters, precision, experiment.train.zero_stage, world)
+    parameters, buffers = model_counts(build_model, experiment.model)
+    table = f" and its {buffers:,} fixed values (the sinusoid table)" if buffers else ""
+    needed = state_bytes(parameters, precision, experiment.train.zero_stage, world) + 4 * buffers
     available = available_bytes(device)
     if available is None or needed <= available[0]:
         return
@@ -127,7 +136,8 @@ def check_fits(build_model, experiment, precision: str, world: int, device) -> N
         f"experiment {experiment.name!r}: training needs at least {needed / GIB:,.1f} GiB a "
         f"process for its {parameters:,} parameters (weights, gradients and Adam's moments in "
         f"{precision}, ZeRO stage {experiment.train.zero_stage} over {world} process"
-        f"{'es' if world > 1 else ''}), and this process has {room / GIB:,.1f} GiB ({where}): "
+        f"{'es' if world > 1 else ''}){table}, and this process has {room / GIB:,.1f} GiB "
+        f"({where}): "
         "make the model smaller (d_model, d_ff, n_layers, max_positions, the vocabulary), or "
         "train on more processes with a higher train.zero_stage"
     )
