@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from aiayn.decode.translate import autocast
 from aiayn.errors import InputError
@@ -436,22 +438,56 @@ def write_spec(path: Path, experiment: Experiment) -> Path:
     return path
 
 
-@pytest.mark.parametrize(
-    "variables",
-    [
-        {"RANK": "1"},  # a launcher's rank left in the shell: waited forever for rank 0
-        {"RANK": "0", "WORLD_SIZE": "0"},
-        {"LOCAL_RANK": "2", "WORLD_SIZE": "2"},
-        {"RANK": "one"},
-    ],
-)
-def test_stray_launch_variables_are_refused_before_waiting_for_other_ranks(monkeypatch, variables):
-    from aiayn.train.engine import check_launch_variables
+NUMBERS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+# what a shell can hold: any text but NUL and lone surrogates, numbers of every size and sign
+VARIABLE = st.one_of(
+    st.integers(-3, 5).map(str), st.integers().map(str), st.text(
+        st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=8),
+)  # fmt: skip
 
-    for name, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", **variables}.items():
-        monkeypatch.setenv(name, value)
-    with pytest.raises(InputError, match="RANK=.* in the environment describe no process|whole"):
-        check_launch_variables()
+
+def whole(text: str) -> bool:
+    """Whether int() reads `text` (as the trainer reads a launch variable)."""
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+@given(values=st.fixed_dictionaries({}, optional=dict.fromkeys(NUMBERS, VARIABLE)))
+@example(values={"RANK": "\u00b2"})  # a digit to str.isdigit, none to int()
+@example(values={"LOCAL_WORLD_SIZE": "abc"})
+@settings(max_examples=300, derandomize=True, deadline=None)
+def test_any_launch_variables_are_a_world_or_refused_naming_them(values):
+    """RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE left in the shell or set by hand, each
+    any text: they describe a world this process is part of, or are refused naming them
+    (RANK=1 in a world of one waited forever for rank 0; RANK=abc or LOCAL_WORLD_SIZE=abc were
+    ValueError tracebacks). Whatever they hold, the process knows whether it logs."""
+    from aiayn.train.engine import check_launch_variables, logs_for_the_run
+    from aiayn.train.memory import available_bytes
+
+    defaults = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}  # as init_process sets them
+    with pytest.MonkeyPatch.context() as patch:
+        for name in NUMBERS:
+            patch.delenv(name, raising=False)
+        for name, value in {**defaults, **values}.items():
+            patch.setenv(name, value)
+        assert logs_for_the_run() in (True, False)
+        try:
+            check_launch_variables()
+        except InputError as refusal:
+            said = str(refusal)
+            assert "\n" not in said and any(f"{name}=" in said for name in values), said
+            if not all(whole(value) for value in values.values()):
+                assert said.startswith("the launch variables must be whole numbers"), said
+            return
+        rank, local, world = (
+            int(os.environ[name]) for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+        )
+        assert 0 <= rank < world and 0 <= local < world
+        assert logs_for_the_run() == (rank == 0)
+        assert available_bytes(torch.device("cpu")) is not None
 
 
 @pytest.mark.parametrize(
@@ -463,6 +499,8 @@ def test_stray_launch_variables_are_refused_before_waiting_for_other_ranks(monke
         ),
         ({"WORLD_SIZE": "2"}, "WORLD_SIZE=2 in the environment, but no launcher started this"),
         ({"WORLD_SIZE": "2", "MASTER_PORT": "29555"}, "(RANK, LOCAL_RANK, MASTER_ADDR not set)"),
+        ({"RANK": "abc"}, "the launch variables must be whole numbers: RANK='abc'"),
+        ({"LOCAL_WORLD_SIZE": "4"}, "LOCAL_WORLD_SIZE=4 in the environment: the processes on"),
     ],
 )
 def test_the_trainer_with_a_stray_launch_variable_stops_at_once_naming_it(

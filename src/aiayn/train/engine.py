@@ -38,14 +38,15 @@ def free_port() -> int:
 
 
 def check_launch_variables() -> None:
-    """A launcher's RANK, LOCAL_RANK or WORLD_SIZE left in the shell (or set by hand) must
-    describe a world this process can be part of; RANK=1 in a world of one waited forever for
-    a rank 0 that never comes."""
+    """A launcher's RANK, LOCAL_RANK, WORLD_SIZE or LOCAL_WORLD_SIZE left in the shell (or set
+    by hand) must describe a world this process can be part of; RANK=1 in a world of one
+    waited forever for a rank 0 that never comes."""
     names = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+    local = ("LOCAL_WORLD_SIZE",) if "LOCAL_WORLD_SIZE" in os.environ else ()
     try:
-        rank, local_rank, world = (int(os.environ[name]) for name in names)
+        rank, local_rank, world, *on_this_machine = (int(os.environ[n]) for n in names + local)
     except ValueError:
-        found = ", ".join(f"{name}={os.environ[name]!r}" for name in names)
+        found = ", ".join(f"{name}={os.environ[name]!r}" for name in names + local)
         raise InputError(f"the launch variables must be whole numbers: {found}") from None
     if world < 1 or not 0 <= rank < world or not 0 <= local_rank < world:
         raise InputError(
@@ -54,6 +55,21 @@ def check_launch_variables() -> None:
             "from another launch? Unset them (`unset RANK LOCAL_RANK WORLD_SIZE`) to train as "
             "one process, or start several with torchrun"
         )
+    if on_this_machine and not local_rank < on_this_machine[0] <= world:
+        raise InputError(
+            f"LOCAL_WORLD_SIZE={on_this_machine[0]} in the environment: the processes on this "
+            f"machine must be more than LOCAL_RANK={local_rank} and at most WORLD_SIZE={world}; "
+            "left from another launch? Unset it (`unset LOCAL_WORLD_SIZE`)"
+        )
+
+
+def logs_for_the_run() -> bool:
+    """Whether this process writes the rule's log: rank 0, or a RANK that is no number, which
+    check_launch_variables then refuses in that log."""
+    try:
+        return int(os.environ.get("RANK", "0")) == 0
+    except ValueError:
+        return True
 
 
 # What every launcher of several processes sets (torchrun, DeepSpeed's, a hand-made srun line)

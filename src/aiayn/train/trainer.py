@@ -44,6 +44,7 @@ from aiayn.train.engine import (
     deepspeed_engine,
     host_group,
     init_process,
+    logs_for_the_run,
     resolve_precision,
     sum_over_processes,
 )
@@ -326,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("experiment", help="experiment JSON written by the workflow's train rule")
     parser.add_argument("--log", help="also log to this file")
     args = parser.parse_args(argv)
-    setup_logging(args.log if int(os.environ.get("RANK", "0")) == 0 else None)
+    setup_logging(args.log if logs_for_the_run() else None)
     trainer = experiment = None
     try:
         experiment = Experiment.from_json(args.experiment)
