@@ -401,6 +401,32 @@ def test_the_loss_figure_names_a_damaged_train_log_line_and_drops_a_cut_last_one
         plt.close(loss_curves({"tiny": str(path)}))
 
 
+FINISHED_LOG = "".join(f"{line}\n" for line in LOG_LINES)  # a run that trained 20 steps
+
+
+@settings(derandomize=True, deadline=None, max_examples=100)
+@given(cut=st.integers(0, len(FINISHED_LOG)))
+def test_a_finished_runs_log_cut_anywhere_is_refused_not_drawn_short(tmp_path_factory, cut):
+    """The figures read a finished run's train.jsonl against the steps its train.json
+    records: cut at any byte before the end of its final dev record, it is refused, naming
+    both files and the way out (a log cut at a line's end was drawn as a shorter run)."""
+    from aiayn.train.curves import check_reaches
+
+    run = tmp_path_factory.mktemp("run")
+    (run / "train.jsonl").write_text(FINISHED_LOG[:cut])
+    if cut >= len(FINISHED_LOG) - 1:  # whole, or only its last newline lost
+        check_reaches(run / "train.jsonl", run / "train.json", 20)
+        return
+    with pytest.raises(InputError) as refusal:
+        check_reaches(run / "train.jsonl", run / "train.json", 20)
+    said = str(refusal.value)
+    assert f"{run}/train.json records 20 steps" in said
+    step_20 = len("\n".join(LOG_LINES[:3]))  # where the training record of step 20 is whole
+    logged = "no step" if cut < len(LOG_LINES[0]) else "step 10" if cut < step_20 else "step 20"
+    assert f"{run}/train.jsonl ends at {logged}, but" in said, said
+    assert said.endswith("run the same command again, which trains it anew"), said
+
+
 def test_dev_loss_improves_downwards_and_bad_settings_are_refused():
     stopping = EarlyStopping(metric="dev_loss", patience=1)
     assert not stopping.update(1, {"dev_loss": 3.0}) and not stopping.update(2, {"dev_loss": 2.9})

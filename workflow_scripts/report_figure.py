@@ -7,6 +7,7 @@ from aiayn.logs import run_stage
 from aiayn.report import figures
 from aiayn.report.output import save_figure
 from aiayn.textio import read_record
+from aiayn.train.curves import check_reaches
 
 
 def learning_rate():
@@ -23,11 +24,13 @@ def learning_rate():
 
 
 def train_logs() -> dict[str, Path]:
-    """Each experiment's train.jsonl, beside the train.json the rule reads."""
-    return {
-        spec["name"]: Path(path).with_name(paths.TRAIN_LOG)
-        for spec, path in zip(snakemake.params.experiments, snakemake.input.summaries, strict=True)
-    }
+    """Each experiment's train.jsonl, beside the train.json the rule reads, which it must reach."""
+    logs = {}
+    for spec, path in zip(snakemake.params.experiments, snakemake.input.summaries, strict=True):
+        logs[spec["name"]] = Path(path).with_name(paths.TRAIN_LOG)
+        steps = read_record(path, "steps")["steps"]
+        check_reaches(logs[spec["name"]], Path(path), steps)
+    return logs
 
 
 def loss_curves():

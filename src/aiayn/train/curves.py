@@ -218,6 +218,28 @@ def read_lines(train_log: Path) -> list[dict]:
     return records
 
 
+def check_reaches(train_log: Path, summary: Path, steps: int) -> None:
+    """A finished run's train.jsonl logs its final step, its training record and, where it has
+    dev records, its dev record (the trainer always writes both): one that stops short lost
+    lines after training wrote them, and curves drawn from it would end early without a word."""
+    records = read_lines(train_log)
+    ends = [
+        [record["step"] for record in records if kind in record][-1:] or [None]
+        for kind in ("loss", "dev_loss")
+    ]
+    training, dev = (kind[0] for kind in ends)
+    if training == steps and dev in (None, steps):
+        return
+    last = f"step {records[-1]['step']}" if records else "no step"
+    raise InputError(
+        f"{train_log} ends at {last}, but {summary} records {steps} steps trained: its lines "
+        "after that were lost (cut short, or changed after training wrote them), and its "
+        "curves would end early. Only training writes them: to draw the whole curve, move "
+        f"the run folder {train_log.parent} aside and run the same command again, which "
+        "trains it anew"
+    )
+
+
 def last_step_in_wandb(records: Path, run_id: str) -> int | None:
     """The last step the run's records of earlier attempts hold (None: no step)."""
     pattern = f"*run-*-{run_id}/run-{run_id}.wandb"
