@@ -422,8 +422,9 @@ def test_a_finished_runs_log_cut_anywhere_is_refused_not_drawn_short(tmp_path_fa
     said = str(refusal.value)
     assert f"{run}/train.json records 20 steps" in said
     step_20 = len("\n".join(LOG_LINES[:3]))  # where the training record of step 20 is whole
-    logged = "no step" if cut < len(LOG_LINES[0]) else "step 10" if cut < step_20 else "step 20"
-    assert f"{run}/train.jsonl ends at {logged}, but" in said, said
+    step = None if cut < len(LOG_LINES[0]) else 10 if cut < step_20 else 20
+    ends = f"ends at step {step}, but" if step else "ends at no step, but"
+    assert f"{run}/train.jsonl {ends}" in said, said
     assert said.endswith("run the same command again, which trains it anew"), said
 
 
