@@ -223,12 +223,9 @@ def check_reaches(train_log: Path, summary: Path, steps: int) -> None:
     dev records, its dev record (the trainer always writes both): one that stops short lost
     lines after training wrote them, and curves drawn from it would end early without a word."""
     records = read_lines(train_log)
-    ends = [
-        [record["step"] for record in records if kind in record][-1:] or [None]
-        for kind in ("loss", "dev_loss")
-    ]
-    training, dev = (kind[0] for kind in ends)
-    if training == steps and dev in (None, steps):
+    training = [record["step"] for record in records if "loss" in record]
+    dev = [record["step"] for record in records if "dev_loss" in record]
+    if training[-1:] == [steps] and dev[-1:] in ([], [steps]):
         return
     last = f"step {records[-1]['step']}" if records else "no step"
     raise InputError(

@@ -37,11 +37,14 @@ def model_counts(build_model: Callable, config) -> tuple[int, int]:
     counted on torch's meta device (shapes only, nothing allocated) at one layer and at two:
     the layers are alike, so N hold the rest plus N times one (a model of a million layers
     takes minutes to build, even on meta)."""
-    one, two = (meta_counts(build_model, replace(config, n_layers=n)) for n in (1, 2))
-    parameters, buffers = (
-        a + (config.n_layers - 1) * (b - a) for a, b in zip(one, two, strict=True)
+    (parameters, buffers), (two_layers, two_layers_buffers) = (
+        meta_counts(build_model, replace(config, n_layers=n)) for n in (1, 2)
     )
-    return parameters, buffers
+    more = config.n_layers - 1
+    return (
+        parameters + more * (two_layers - parameters),
+        buffers + more * (two_layers_buffers - buffers),
+    )
 
 
 def meta_counts(build_model: Callable, config) -> tuple[int, int]:
