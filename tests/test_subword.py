@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aiayn.errors import InputError
 from aiayn.prepare.pieces import load
@@ -65,14 +69,37 @@ def test_training_is_deterministic(tmp_path, newstest_model):
     assert pieces[0] == pieces[1]
 
 
-def test_impossible_vocabulary_size_is_a_clear_error_and_leaves_nothing(tmp_path):
-    text = tmp_path / "tiny.txt"
-    text.write_text("a b c\nb c a\n", encoding="utf-8")
-    with pytest.raises(InputError, match="Lower `subword.vocab_size`"):
+@given(st.integers(8, 3000))
+@settings(max_examples=25, derandomize=True, deadline=None)
+def test_any_vocabulary_size_trains_or_is_refused_with_the_way_that_works(tmp_path_factory, size):
+    """Below the pieces every model must hold (each character, the 256 byte pieces, 4 ids) the
+    refusal says to raise the size to that least one, which then trains; above what the text's
+    merges allow, to lower it: either way no model is left."""
+    folder = tmp_path_factory.mktemp("spm")
+    text = folder / "tiny.txt"
+    text.write_text("a b c\nb c a\nthe cat\n", encoding="utf-8")
+
+    def train(vocab_size: int) -> None:
         train_bpe(
-            [str(text)], str(tmp_path / "spm" / "bpe.model"), SubwordSettings(vocab_size=5000)
+            [str(text)], str(folder / "spm/bpe.model"), SubwordSettings(vocab_size=vocab_size)
         )
-    assert not any((tmp_path / "spm").iterdir())
+
+    with pytest.raises(InputError) as too_few:
+        train(8)
+    least = int(re.search(r"Raise `subword.vocab_size` to at least (\d+) ", str(too_few.value))[1])
+    assert not any((folder / "spm").iterdir())
+    train(least)
+    assert load(folder / "spm/bpe.model").get_piece_size() == least
+    for made in (folder / "spm").iterdir():
+        made.unlink()
+    try:
+        train(size)
+    except InputError as refused:
+        way = "Raise `subword.vocab_size` to at least" if size < least else "Lower `subword."
+        assert way in str(refused) and f"cannot build {size} pieces" in str(refused)
+        assert not any((folder / "spm").iterdir())
+    else:
+        assert size >= least and load(folder / "spm/bpe.model").get_piece_size() == size
 
 
 def test_byte_fallback_and_normalization_settings_reach_sentencepiece(tmp_path, newstest_model):

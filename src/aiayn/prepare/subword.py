@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -39,6 +40,16 @@ class SubwordSettings:
     byte_fallback: bool = DEFAULTS["byte_fallback"]
     split_by_unicode_script: bool = DEFAULTS["split_by_unicode_script"]
     seed: int = DEFAULTS["seed"]
+
+
+def vocabulary_advice(error: str) -> str:
+    """The way out of sentencepiece's vocabulary-size error: a text too small for the pieces
+    asked, or pieces too few for the characters every piece set must hold."""
+    too_few = re.search(r"smaller than required_chars\. \d+ vs (\d+)", error)
+    if too_few:
+        return (f"Raise `subword.vocab_size` to at least {too_few.group(1)} for this dataset, or "
+                "lower `subword.character_coverage` to leave rare characters out.")  # fmt: skip
+    return "Lower `subword.vocab_size` for this dataset."
 
 
 def train_bpe(
@@ -86,7 +97,7 @@ def train_bpe(
         if "Vocabulary size" in str(err):
             raise InputError(
                 f"sentencepiece cannot build {settings.vocab_size} pieces from {inputs}: {err}. "
-                "Lower `subword.vocab_size` for this dataset."
+                f"{vocabulary_advice(str(err))}"
             ) from None
         raise
     os.replace(f"{prefix}.vocab", model_path.with_suffix(".vocab"))
