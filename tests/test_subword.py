@@ -153,3 +153,39 @@ def test_a_damaged_model_is_named_as_damaged_by_binarize_and_translate(tmp_path,
     assert f"`snakemake --cores all --force {model_path}` trains it again" in str(refused.value)
     with pytest.raises(InputError, match=damaged):
         translate_lines(weights, model_path, ["a line"], DecodeSettings(), device="cpu")
+
+
+def schema_range(key: str) -> st.SearchStrategy:
+    """The integers the schema allows a subword key."""
+    from aiayn.config.schema import section_properties
+
+    spec = section_properties("subword")[key]
+    return st.integers(spec["minimum"], spec["maximum"])
+
+
+@given(
+    vocab_size=schema_range("vocab_size"),
+    input_sentence_size=schema_range("input_sentence_size"),
+    character_coverage=st.floats(0.98, 1.0),
+    normalization_rule_name=st.sampled_from(
+        ["identity", "nfkc", "nmt_nfkc", "nfkc_cf", "nmt_nfkc_cf"]
+    ),
+    byte_fallback=st.booleans(),
+    split_by_unicode_script=st.booleans(),
+    seed=schema_range("seed"),
+)
+@settings(max_examples=30, derandomize=True, deadline=None)
+def test_any_subword_settings_the_schema_takes_train_or_are_refused(tmp_path_factory, **chosen):
+    """Every subword setting within the schema's ranges reaches sentencepiece as a model or as
+    an InputError naming the key to change, never as sentencepiece's own traceback."""
+    folder = tmp_path_factory.mktemp("spm")
+    text = folder / "text.txt"
+    text.write_text("Der Hund sieht die Katze.\nThe dog sees the cat.\n" * 20, encoding="utf-8")
+    settings_ = SubwordSettings(**chosen)
+    try:
+        train_bpe([str(text)], str(folder / "spm/bpe.model"), settings_)
+    except InputError as refused:
+        assert "`subword." in str(refused)
+        assert not any((folder / "spm").iterdir())
+    else:
+        assert load(folder / "spm/bpe.model").get_piece_size() == chosen["vocab_size"]
