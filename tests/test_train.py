@@ -885,18 +885,20 @@ def test_a_time_budget_ends_training_with_a_checkpoint_and_a_rerun_adds_no_step(
 
 
 @pytest.mark.workflow
-@pytest.mark.parametrize("sync_free", [False, True])
+@pytest.mark.parametrize(("sync_free", "precision"), [(False, "fp32"), (True, "bf16")])
 def test_a_diverging_run_stops_with_advice_and_keeps_its_last_good_checkpoint(
-    tmp_path, copy_data, sync_free
+    tmp_path, copy_data, sync_free, precision
 ):
-    """Checked at every step, or (train.sync_free) when the losses are read back before each
-    checkpoint: either way no checkpoint holds a step whose loss was not finite."""
-    spec = experiment(tmp_path / "diverge.json", copy_data, lr_scale=1e30,
+    """Checked at every step, or (train.sync_free, which steps bf16) when the losses are read
+    back before each checkpoint: either way no checkpoint holds a step whose loss was not
+    finite. fp32 is advised only to a run that is not fp32 already."""
+    spec = experiment(tmp_path / "diverge.json", copy_data, lr_scale=1e30, precision=precision,
                       checkpoint_every_steps=1, sync_free=sync_free)  # fmt: skip
     result = run_training(spec)
     assert result.returncode == 1, result.stderr[-3000:]
     assert "training diverged: the loss of step" in result.stderr
     assert "lower train.lr_scale" in result.stderr
+    assert ("train.precision: fp32" in result.stderr) == (precision != "fp32")
     run_dir = tmp_path / "diverge"
     failed = int(result.stderr.split("the loss of step ")[1].split()[0])
     saved = sorted(p.name for p in (run_dir / "checkpoints").glob("step*"))

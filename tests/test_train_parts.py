@@ -148,8 +148,9 @@ def steps(tmp_path_factory, data):
         return sum_over_processes(values, world, device)
 
     made = Steps(
-        engine, stream, MODEL, experiment.train, 1, all_reduce, rank, world, device, "sliced"
-    )
+        engine, stream, MODEL, experiment.train, 1, all_reduce, rank, world, device, "sliced",
+        "fp32",
+    )  # fmt: skip
     return made, batches
 
 

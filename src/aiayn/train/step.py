@@ -47,8 +47,10 @@ class Steps:
         world: int,
         device: torch.device,
         loss_kernel: str,
+        precision: str,
     ):
         self.engine, self.data, self.model, self.settings = engine, data, model, settings
+        self.precision = precision  # resolved: fp32, bf16, ...
         self.accumulation, self.all_reduce = accumulation, all_reduce
         self.rank, self.world, self.device = rank, world, device
         self.loss_kernel = loss_kernel  # resolved: sliced or compiled (aiayn.train.loss)
@@ -121,12 +123,12 @@ class Steps:
         if math.isfinite(total):
             return
         steps = f"step {first}" if first == last else f"steps {first} to {last}"
+        fp32 = "" if self.precision == "fp32" else ", or train with train.precision: fp32"
         raise Diverged(
             f"training diverged: the loss of {steps} is {total} (rank {self.rank}). Nothing of "
             f"it was saved; the newest checkpoint ({newest() or 'none yet'}) is kept. The same "
             "settings diverge again: lower train.lr_scale or raise train.warmup_steps (either "
-            "starts the run afresh and moves its checkpoints to superseded/), or train with "
-            "train.precision: fp32."
+            f"starts the run afresh and moves its checkpoints to superseded/){fp32}."
         )
 
     def settle(self, state: dict, newest: Callable[[], object]) -> None:

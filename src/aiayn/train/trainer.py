@@ -133,6 +133,7 @@ class Trainer:
                 self.device,
                 half_dtype(self.precision),  # the logits'
             ),
+            self.precision,
         )
         # a parser's dev F1, a translation's dev BLEU: at each dev evaluation, on rank 0
         self.dev_monitor = None
