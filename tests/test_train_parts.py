@@ -131,6 +131,20 @@ def test_an_empty_dev_split_or_one_without_a_pair_that_fits_is_refused_before_tr
     )
 
 
+@pytest.mark.parametrize("pad", [1, 8])
+def test_steps_short_of_their_real_tokens_are_told_only_the_ways_that_help(
+    tmp_path, data, caplog, pad
+):
+    """Padded batches that close before tokens_per_step's real tokens: raise the memory limit,
+    or lower pad_to_multiple where it pads at all."""
+    tight = an_experiment(tmp_path / "run", data, pad_to_multiple=pad, tokens_per_batch=200)
+    with caplog.at_level("WARNING", logger="aiayn.train.trainer"):
+        TrainingBatches(tight, 0, 1, 1, 300).of_epoch(0)
+    [warning] = [r.getMessage() for r in caplog.records if "real tokens, not" in r.getMessage()]
+    assert "Raise tokens_per_batch" in warning
+    assert ("lower pad_to_multiple (8)" in warning) == (pad > 1), warning
+
+
 # ---- one step and the dev loss, through a real DeepSpeed engine -------------------------
 
 

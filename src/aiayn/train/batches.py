@@ -85,15 +85,16 @@ class TrainingBatches:
             return
         per_step = max(real_tokens_per_step(batches, lengths, self.accumulation, self.world))
         if per_step < 0.95 * self.settings.tokens_per_step:
+            pad = self.settings.pad_to_multiple
             log.warning(
                 "a step will hold about %d real tokens, not train.tokens_per_step %d: the padded "
                 "batches reach train.tokens_per_batch (%d) first. Raise tokens_per_batch (the "
-                "memory limit) about 25%% above the real share per batch (%d), or lower "
-                "pad_to_multiple",
+                "memory limit) about 25%% above the real share per batch (%d)%s",
                 per_step,
                 self.settings.tokens_per_step,
                 self.settings.tokens_per_batch,
                 self.batch_tokens,
+                f", or lower pad_to_multiple ({pad})" if pad > 1 else "",
             )
 
     def too_long_for(self) -> str:
