@@ -81,13 +81,30 @@ def test_empty_file_stops(tmp_path):
         run_clean(tmp_path, [], [])
 
 
-def test_a_training_split_that_cleaning_empties_stops_with_the_reasons_and_no_output(tmp_path):
+@pytest.mark.parametrize(
+    ("english", "german", "reasons", "settings"),
+    [
+        (["a b c d e", "", "a"], ["x", "y", "a b c"], "empty 1, too_long 1, length_ratio 1",
+         ["`clean.max_tokens` (now 4)", "`clean.max_ratio` (now 1.5)"]),
+        (["a b c d e", "a b c d e f"], ["x y z v w", "x"], "too_long 2", ["`clean.max_tokens`"]),
+        (["a", "a b"], ["a b c", "a b c d"], "length_ratio 2", ["`clean.max_ratio`"]),
+        (["", "a"], ["x", ""], "empty 2", []),
+    ],
+)  # fmt: skip
+def test_a_training_split_that_cleaning_empties_stops_with_the_reasons_and_no_output(
+    tmp_path, english, german, reasons, settings
+):
+    """The message names each reason's count and only the settings that would keep a pair:
+    none keeps an empty side."""
     with pytest.raises(InputError) as err:
-        run_clean(tmp_path, ["a b c d e", "", "a"], ["x", "y", "a b c"])
+        run_clean(tmp_path, english, german)
     message = str(err.value)
-    assert "dropped all 3 training pairs" in message
-    assert "(empty 1, too_long 1, length_ratio 1)" in message
-    assert "`clean.max_tokens` (now 4)" in message and "`clean.max_ratio` (now 1.5)" in message
+    assert f"dropped all {len(english)} training pairs" in message
+    assert f"({reasons})" in message
+    named = [key for key in ("`clean.max_tokens`", "`clean.max_ratio`") if key in message]
+    assert named == [setting.split(" (")[0] for setting in settings], message
+    assert all(setting in message for setting in settings)
+    assert "in the right languages" in message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw.de", "raw.en"]
 
 

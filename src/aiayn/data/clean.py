@@ -69,12 +69,17 @@ def nothing_kept(
 ) -> str:
     """Why no training pair passed the filters, and which settings decide it."""
     reasons = ", ".join(f"{reason} {count}" for reason, count in dropped.items() if count)
+    settings_that_keep = [  # only those that would keep a pair: no setting keeps an empty one
+        f"`clean.{key}` (now {getattr(settings, key)})"
+        for key, reason in (("max_tokens", "too_long"), ("max_ratio", "length_ratio"))
+        if dropped[reason]
+    ]
+    raise_them = f"Raise this dataset's {' or '.join(settings_that_keep)} in the config, or c"
     return (
         f"cleaning dropped all {total} training pairs of {inputs[0]} and {inputs[1]} "
         f"({reasons}), so there is nothing to train the BPE model or the Transformer on. "
-        f"Raise this dataset's `clean.max_tokens` (now {settings.max_tokens}) or "
-        f"`clean.max_ratio` (now {settings.max_ratio}) in the config, or check that the two "
-        "files are the sides of one corpus, in the right languages."
+        f"{raise_them if settings_that_keep else 'C'}heck that the two files are the sides of "
+        "one corpus, in the right languages, with text on every line."
     )
 
 
