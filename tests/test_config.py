@@ -739,19 +739,27 @@ def test_averaging_more_checkpoints_than_the_run_writes_is_warned_of(project_cop
     average 75, so `aiayn config` (and a dry run, through the same plan) says so; 75 is quiet."""
     from aiayn.cli import main
 
-    def study(average_last):
+    def study(average_last, every=10):
         (project_copy / "averaging.yaml").write_text(
-            f"include: [config.yaml]\nexperiments:\n  tiny:\n    train: {{average_last: {average_last}}}\n"
+            "include: [config.yaml]\nexperiments:\n  tiny:\n    train: {average_last: "
+            f"{average_last}, checkpoint_every_steps: {every}}}\n"
         )
         return ["config", "--workdir", str(project_copy), "--configfile", "averaging.yaml"]
 
     assert main(study(100)) == 0
+    said = capsys.readouterr().err
     assert (
         "warning: experiment 'tiny': average_last 100 but the run writes 75 checkpoints (every 10 "
-        "steps, to max_steps 750): its final model averages 75" in capsys.readouterr().err
+        "steps, to max_steps 750): its final model averages 75. Lower average_last to at most 75, "
+        "or save more often (checkpoint_every_steps)" in said
     )
     assert main(study(75)) == 0
     assert "average_last" not in capsys.readouterr().err
+    # saving at every step already: only more steps would write more checkpoints
+    assert main(study(1000, every=1)) == 0
+    said = capsys.readouterr().err
+    assert "averages 750. Lower average_last to at most 750, or train more steps" in said
+    assert "save more often" not in said
 
 
 def test_early_stopping_that_cannot_stop_before_max_steps_is_warned_of(project_copy, capsys):

@@ -120,11 +120,13 @@ class RunPlan:
             written = -(-steps // every) if every else 1  # every `every` steps, and the last
             if train["average_last"] > written:
                 how = f"every {every} steps" if every else "the last step only"
+                more = ("train more steps (max_steps)" if every == 1
+                        else "save more often (checkpoint_every_steps)")  # fmt: skip
                 found.append(
                     f"experiment {group!r}: average_last {train['average_last']} but the run "
                     f"writes {written} checkpoint{'s' * (written > 1)} ({how}, to max_steps "
-                    f"{steps}): its final model averages {written}. Lower average_last, or save "
-                    "more often (checkpoint_every_steps)"
+                    f"{steps}): its final model averages {written}. Lower average_last to at "
+                    f"most {written}, or {more}"
                 )
         return found
 
