@@ -10,6 +10,7 @@ from aiayn.errors import InputError
 from aiayn.train.launch import (
     check_nodes_have_slurm,
     failed_task,
+    killed_message,
     launch_command,
     lost_node,
     trainer_environment,
@@ -121,3 +122,16 @@ def test_a_node_slurm_lost_is_named_whatever_the_tasks_report(node, tasks, befor
     output = "\n".join([*before, *reports, f"srun: error: Node failure on {node}", *after])
     assert lost_node(output) == node
     assert failed_task("\n".join([*before, *after])) is None
+
+
+@pytest.mark.parametrize(
+    ("train", "decoding"),
+    [({"dev_bleu_sentences": 0}, []), ({"dev_bleu_sentences": 100}, ["bleu"]),
+     ({"dev_parse_sentences": 50, "dev_bleu_sentences": 0}, ["parse"])],
+)  # fmt: skip
+def test_a_killed_trainer_is_told_the_settings_that_hold_its_memory(train, decoding):
+    """The dev decoding's beam and sentences are advised only to a run that decodes dev."""
+    said = killed_message("tiny", None, "logs/train/tiny.log", train)
+    assert "Lower train.tokens_per_batch" in said and "a rerun starts afresh" in said
+    advised = [task for task in ("bleu", "parse") if f"train.dev_{task}_beam" in said]
+    assert advised == decoding, said

@@ -108,7 +108,7 @@ def failure(spec: dict, path: Path, returncode: int, received: list, srun_output
     if lost:
         return node_message(name, lost_words(lost), newest, log_file)
     if killed:
-        return killed_message(name, newest, log_file)
+        return killed_message(name, newest, log_file, spec["train"])
     if stopped:
         return stopped_message(name, returncode, newest, log_file)
     return node_message(name, failed_on, newest, log_file)

@@ -181,20 +181,26 @@ def stopped_message(name: str, returncode: int, newest, log_file: str) -> str:
     return f"training {name} was stopped by a signal (exit {returncode}): {kept}. See {log_file}"
 
 
-def killed_message(name: str, newest, log_file: str) -> str:
+def killed_message(name: str, newest, log_file: str, train: dict) -> str:
     """What the train job says when its trainer was killed outright (SIGKILL), which leaves
-    the trainer no word of its own: the usual sender, and the checkpoint a rerun resumes from."""
+    the trainer no word of its own: the usual sender, the settings that hold its memory (the
+    dev decoding's only where `train` decodes dev), and the checkpoint a rerun resumes from."""
     kept = (
         f"its newest checkpoint is {newest}, which a rerun resumes from"
         if newest
         else "no checkpoint was written: a rerun starts afresh"
     )
+    decoding = "".join(
+        f", or train.dev_{task}_beam and dev_{task}_sentences if it died evaluating"
+        for task in ("bleu", "parse")
+        if train.get(f"dev_{task}_sentences")
+    )
     return (
         f"training {name} was killed (SIGKILL), which no process can catch or report: most "
         "often by the kernel when memory ran out (`dmesg | grep -i -e oom -e killed` names "
         "it; under SLURM, `sacct -j <job id> -o JobID,State,MaxRSS` says OUT_OF_MEMORY). "
-        "Lower train.tokens_per_batch, or train.dev_bleu_beam and dev_bleu_sentences if it "
-        f"died evaluating, or give the job more memory; {kept}. See {log_file}"
+        f"Lower train.tokens_per_batch{decoding}, or give the job more memory; {kept}. "
+        f"See {log_file}"
     )
 
 
