@@ -1,13 +1,12 @@
-"""Benchmark: how hard a candidate toy corpus is, on dev, before it replaces the default's.
+"""Benchmark: how hard a toy corpus is, on dev, before it becomes the default's.
 
-The default toy saturates (every model 98-99.7 test sacreBLEU), so its Table 3 rows differ by
-noise. A candidate (bench/harder_toy.py: the same kind of grammar on a few hundred real words
-drawn by Zipf, `--zipf` its exponent) is written out as a local dataset with the default's
-split sizes, seeds and BPE size, and config.yaml's experiments train on it through the workflow
-as the default run does (same steps, rate and averaging). Recorded per candidate and experiment:
-dev sacreBLEU and chrF of the averaged model on the whole dev split, the dev curve the trainer
-logs (100 sentences) and the training time, with the baseline of copying the source beside
-them. Its test split is never made: every choice is made on dev.
+A candidate (aiayn.data.toy's grammar with its words drawn by Zipf, `--zipf` the exponent) is
+written out as a local dataset with the default's split sizes, seeds and BPE size, and
+config.yaml's experiments train on it through the workflow as the default run does (same
+steps, rate and averaging); it chose the toy's exponent. Recorded per candidate and
+experiment: dev sacreBLEU and chrF of the averaged model on the whole dev split, the dev curve
+the trainer logs (100 sentences) and the training time, with the baseline of copying the source
+beside them. Its test split is never made: every choice is made on dev.
 
     python bench/toy_candidates.py --work W --zipf 1.0 1.2 --save
 """
@@ -20,8 +19,9 @@ import time
 from pathlib import Path
 
 import benchlib
-import harder_toy
 import yaml
+
+from aiayn.data import toy as toy_corpus
 
 LANGS = ("en", "de")
 EXPERIMENTS = ("tiny", "tiny_one_head", "tiny_learned_positions", "tiny_one_layer")
@@ -37,7 +37,7 @@ def write_corpus(folder: Path, zipf: float, toy: dict) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for split in SPLITS:
         spec = toy["splits"][split]
-        pairs = list(harder_toy.generate(spec["size"], spec["seed"], split, zipf=zipf))
+        pairs = list(toy_corpus.generate(spec["size"], spec["seed"], split, zipf=zipf))
         for side, lang in enumerate(LANGS):
             text = "".join(pair[side] + "\n" for pair in pairs)
             path = folder / f"{split}.{lang}"
@@ -99,6 +99,13 @@ def figures(folder: Path, run: str) -> dict:
             "dev_chrf": round(scores["chrf"]["score"], 2), "dev_bleu_curve_100": curve}  # fmt: skip
 
 
+def kernels(folder: Path, runs: list[str]) -> list[str]:
+    """The CPU kernels torch trained the runs with, as their train.json records them
+    (ATEN_CPU_CAPABILITY chooses them): the same candidate may order its rows otherwise."""
+    summaries = (json.loads((folder / f"runs/{run}/train.json").read_text()) for run in runs)
+    return sorted({summary["cpu"]["capability"] for summary in summaries})
+
+
 def copy_baseline(corpus: Path) -> float:
     """Dev sacreBLEU of the English source copied as the translation, scored as ours are."""
     from aiayn.score.bleu import score
@@ -120,7 +127,7 @@ def corpus_facts(corpus: Path) -> dict:
 def main() -> None:
     parser = benchlib.parser(__doc__)
     parser.add_argument("--work", type=Path, required=True, help="a folder for the runs")
-    parser.add_argument("--zipf", type=float, nargs="+", default=[harder_toy.ZIPF])
+    parser.add_argument("--zipf", type=float, nargs="+", default=[toy_corpus.ZIPF])
     parser.add_argument("--experiments", nargs="+", default=list(EXPERIMENTS))
     parser.add_argument("--seeds", type=int, default=1)
     args = parser.parse_args()
@@ -135,6 +142,7 @@ def main() -> None:
         facts = corpus_facts(folder / "corpus") | {
             "copy_source_dev_sacrebleu": copy_baseline(folder / "corpus"),
             "seconds": round(seconds),
+            "kernels": kernels(folder, names),
         }
         runs = {run: figures(folder, run) for run in names}
         record["candidates"].append({"zipf": zipf, **facts, "runs": runs})

@@ -1,22 +1,15 @@
-"""The toy corpus and its candidate successor (bench/harder_toy.py): deterministic, disjoint
-splits, and the translation phenomena each promises."""
+"""The toy corpus (aiayn.data.toy): deterministic, disjoint splits, and the translation
+phenomena it promises."""
 
 from __future__ import annotations
 
 import re
-import sys
 from collections import defaultdict
 from types import SimpleNamespace
 
 import pytest
 
 from aiayn.data import toy
-from tests.conftest import PROJECT
-
-sys.path.insert(0, str(PROJECT / "bench"))
-import harder_toy  # noqa: E402
-
-GRAMMARS = {"toy": toy, "harder_toy": harder_toy}
 
 
 def words(sentence: str) -> list[str]:
@@ -26,8 +19,8 @@ def words(sentence: str) -> list[str]:
 def facts(module) -> SimpleNamespace:
     """What the tests look for in a grammar's German, from its lexicon."""
     verbs = [*module.TRANSITIVE, *module.PERSON_ONLY_TRANSITIVE, *module.INTRANSITIVE,
-             *getattr(module, "DATIVE_VERBS", []), *getattr(module, "DITRANSITIVE", [])]  # fmt: skip
-    perfect = module.TRANSITIVE + getattr(module, "DATIVE_VERBS", [])
+             *module.DATIVE_VERBS, *module.DITRANSITIVE]  # fmt: skip
+    perfect = module.TRANSITIVE + module.DATIVE_VERBS
     return SimpleNamespace(
         module=module,
         finite={v.de_3sg for v in verbs} | {v.de_3pl for v in verbs},
@@ -36,9 +29,9 @@ def facts(module) -> SimpleNamespace:
     )
 
 
-@pytest.fixture(params=list(GRAMMARS))
-def grammar(request) -> SimpleNamespace:
-    return facts(GRAMMARS[request.param])
+@pytest.fixture
+def grammar() -> SimpleNamespace:
+    return facts(toy)
 
 
 def sample(grammar_class, template: str, n=300, seed=7):
@@ -54,7 +47,7 @@ def phrases(grammar_class, template: str, n=300, seed=7):
 
 
 def german_forms(noun) -> tuple[str, ...]:
-    return noun.de, noun.de_plural, harder_toy.dative_plural(noun.de_plural)
+    return noun.de, noun.de_plural, toy.dative_plural(noun.de_plural)
 
 
 def antecedent(g, en: list[str], de: list[str]) -> tuple[str, int]:
@@ -146,19 +139,18 @@ def test_hyphenated_compounds_are_gendered_by_their_head(grammar):
     assert compounds > 300
 
 
-@pytest.mark.parametrize(("module", "least"), [(toy, 30), (harder_toy, 3)])
-def test_word_order_decides_which_german_words_appear(module, least):
+def test_word_order_decides_which_german_words_appear():
     """Sources with the same bag of words need different German words (case follows the role).
 
     "A bird has carried the cat" -> "einen Vogel"; "the bird has carried a cat" -> "ein ...":
-    a model without positions sees the same input for both. In the larger Zipfian lexicon
-    such pairs are rarer, made by its common nouns.
+    a model without positions sees the same input for both. In a Zipfian lexicon such pairs
+    are made by its common nouns.
     """
     by_bag = defaultdict(set)
-    for en, de in module.generate(20000, seed=1, partition="train"):
+    for en, de in toy.generate(20000, seed=1, partition="train"):
         by_bag[tuple(sorted(words(en.lower())))].add(tuple(sorted(words(de.lower()))))
     ambiguous = sum(1 for german_bags in by_bag.values() if len(german_bags) > 1)
-    assert ambiguous >= least
+    assert ambiguous >= 3
 
 
 def test_sentences_are_capitalised_and_punctuated(grammar):
@@ -181,8 +173,8 @@ def test_more_sentences_than_the_grammar_gives_is_refused_naming_the_size(tmp_pa
     assert "lower this split's `size`" in str(refused.value)
 
 
-# The candidate's own phenomena (bench/harder_toy.py)
-H = harder_toy
+# Phenomena of the larger grammar
+H = toy
 VERBS = H.TRANSITIVE + H.PERSON_ONLY_TRANSITIVE + H.DATIVE_VERBS + H.INTRANSITIVE + H.DITRANSITIVE
 FINITE = facts(H).finite
 FINITE_EN = {v.en_3sg.split()[0] for v in VERBS} | {v.en_base.split()[0] for v in VERBS}

@@ -96,12 +96,12 @@ def test_default_config_trains_every_experiment_and_averages(default_run):
         averaged = load_weights(default_run / f"runs/{name}/averaged.safetensors")
         assert averaged["averaged_from"] == summary["average_weights"]
         assert averaged["model_config"]["vocab_size"] == 800
-    # learned positions' averaged model is below tiny's on test on every seed of the committed
-    # seed study and of its AVX2 rerun (by 0.4 to 2.0 sacreBLEU; 1.7 and 1.5 on this seed); one
-    # head and one layer lie within 0.8 of tiny's run of the same seed, above it on some seeds
-    learned = scores(default_run, "tiny_learned_positions", "averaged", "test")["sacrebleu"]
-    baseline = scores(default_run, "tiny", "averaged", "test")["sacrebleu"]
-    assert learned["score"] < baseline["score"], (learned["score"], baseline["score"])
+    # each variant's averaged model is below tiny's on dev on every seed the toy was chosen
+    # with, under default and AVX2 kernels (docs/benchmarks.md: by 1.1 to 12.6 sacreBLEU)
+    baseline = scores(default_run, "tiny", "averaged", "test")["sacrebleu"]["score"]
+    for name in ("tiny_one_head", "tiny_learned_positions", "tiny_one_layer"):
+        variant = scores(default_run, name, "averaged", "test")["sacrebleu"]["score"]
+        assert variant < baseline, (name, variant, baseline)
 
 
 def test_default_config_writes_live_curves_with_dev_bleu_at_the_logged_steps(default_run):
@@ -147,21 +147,28 @@ def test_the_default_study_holds_on_other_cpu_kernels(default_run):
 
 
 def test_default_config_learns_to_translate_and_variants_score_differently(default_run):
+    from aiayn.score.bleu import score
+
     baseline = scores(default_run, "tiny", "averaged", "test")
     one_head = scores(default_run, "tiny_one_head", "averaged", "test")
     assert baseline["sentences"] == 500
-    assert baseline["sacrebleu"]["score"] > 85, baseline["sacrebleu"]
-    assert baseline["tokenized_bleu"]["score"] > 85
-    # the variant is its own model (one head), and learns too: on the toy, at a quarter of the
-    # paper's rate, it comes within 1 BLEU of tiny (the README's seed table)
+    # far above copying the source (about 0.04: no German word is an English one), below the
+    # saturation a toy that cannot tell settings apart reaches (98-99.7)
+    source, reference = (
+        (default_run / f"data/toy/clean/test.en-de.{lang}").read_text().splitlines()
+        for lang in ("en", "de")
+    )
+    copied = score(source, reference, "de", resamples=0)["sacrebleu"]["score"]
+    assert copied < 1 and 70 < baseline["sacrebleu"]["score"] < 95, baseline["sacrebleu"]
+    assert baseline["tokenized_bleu"]["score"] > 70
+    # the variant is its own model (one head), and learns too
     spec = json.loads((default_run / "runs/tiny_one_head/experiment.json").read_text())
-    assert spec["model"]["n_heads"] == 1 and one_head["sacrebleu"]["score"] > 85
+    assert spec["model"]["n_heads"] == 1 and one_head["sacrebleu"]["score"] > 65
     hypotheses = (default_run / "runs/tiny/decode/averaged/test.hyp").read_text().splitlines()
     variant = (default_run / "runs/tiny_one_head/decode/averaged/test.hyp").read_text()
     assert sum(a != b for a, b in zip(hypotheses, variant.splitlines(), strict=True)) >= 5
-    references = (default_run / "data/toy/clean/test.en-de.de").read_text().splitlines()
-    assert len(hypotheses) == len(references)
-    assert sum(h == r for h, r in zip(hypotheses, references, strict=True)) > 250  # in input order
+    assert len(hypotheses) == len(reference)
+    assert sum(h == r for h, r in zip(hypotheses, reference, strict=True)) > 200  # in input order
 
 
 def test_default_config_fills_results_and_the_report(default_run):

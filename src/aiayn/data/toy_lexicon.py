@@ -1,7 +1,7 @@
-"""The candidate toy corpus's words (bench/harder_toy.py): real English and German, each list
-ordered from common to rare.
+"""The toy corpus's words (aiayn.data.toy): real English and German, each list ordered from
+common to rare.
 
-A sentence draws a word of a list with weight 1 / rank**ZIPF (harder_toy), so a few words
+A sentence draws a word of a list with weight 1 / rank**ZIPF (aiayn.data.toy), so a few words
 are seen thousands of times and most a few dozen: as in real text, a model must learn each rare
 noun's gender and plural (which the German article, adjective ending and pronoun depend on) from
 few examples. Nouns of the n-declension (Junge, Nachbar, Löwe), whose singular takes -n outside
@@ -10,9 +10,27 @@ the nominative, are left out: the toy declines by article and ending only.
 
 from __future__ import annotations
 
-import benchlib  # noqa: F401  (src/ importable)
+from dataclasses import dataclass
 
-from aiayn.data.toy import Noun, Verb
+
+@dataclass(frozen=True)
+class Noun:
+    en: str
+    en_plural: str
+    de: str
+    de_plural: str
+    gender: str  # "m", "f" or "n"
+    person: bool = False  # English uses he/she for persons, "it" for everything else
+
+
+@dataclass(frozen=True)
+class Verb:
+    en_3sg: str
+    en_base: str
+    en_participle: str
+    de_3sg: str
+    de_3pl: str
+    de_participle: str
 
 
 def nouns(table: str, person: bool = False) -> list[Noun]:
