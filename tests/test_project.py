@@ -271,6 +271,16 @@ def test_readme_toy_table_is_the_committed_toy_study():
     seconds = round(record["invocation_seconds"])
     readme = " ".join((PROJECT / "README.md").read_text(encoding="utf-8").split())
     assert f"the report: {seconds} s in a fresh clone" in readme
+    # beside the trivial baseline on the same test split: its source copied as the translation
+    from aiayn.data.toy import generate
+    from aiayn.score.bleu import score
+
+    split = yaml.safe_load((PROJECT / "configs/data/toy.yaml").read_text())["datasets"]["toy"]
+    test = split["splits"]["test"]
+    source, reference = zip(*generate(test["size"], test["seed"], "test"), strict=True)
+    copied = score(list(source), list(reference), "de", resamples=0)["sacrebleu"]["score"]
+    quoted = re.search(r"copying the source ([\d.]+);", readme).group(1)
+    assert shows(quoted, copied), (quoted, copied)
 
 
 def test_readme_seed_table_is_the_committed_toy_seeds_study():
